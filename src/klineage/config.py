@@ -1,0 +1,110 @@
+"""Typed settings, each backed by an environment variable; CLI options override them.
+
+Modelled on Triton's knobs: one place lists every setting, its variable and its default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+from klineage.errors import UsageError
+
+# KernelBench and followers: fp32 1e-4, fp16/bf16 1e-2, as both atol and rtol.
+DEFAULT_TOLERANCES: dict[str, float] = {
+    "float32": 1e-4,
+    "float64": 1e-6,
+    "float16": 1e-2,
+    "bfloat16": 1e-2,
+}
+# Looser than this and a wrong kernel (say, an off-by-one row) can pass in half precision.
+MAX_TOLERANCE = 5e-2
+
+# Ceilings measured on our H200 (shared/ANCHORS.md, 2026-11-30): device copy 4.25 TB/s counting
+# bytes read + written; bf16 matmul 680 TFLOP/s through cuBLAS at 8192^3. A candidate faster
+# than bytes/bandwidth (or flops/rate) would beat physics, so it is flagged.
+H200_COPY_BYTES_PER_S = 4.25e12
+H200_BF16_FLOPS_PER_S = 680e12
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as e:
+        raise UsageError(f"environment variable {name}={raw!r}: expected a number") from e
+
+
+def default_cache_dir() -> Path:
+    raw = os.environ.get("KLINEAGE_CACHE_DIR")
+    if raw:
+        return Path(raw)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "klineage"
+
+
+class GateConfig(BaseModel):
+    """How strictly and how long the gate checks a candidate."""
+
+    trials: int = Field(default=5, ge=5, description="random trials per regime (>= 5)")
+    tolerances: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    timeout_s: float = Field(default=120.0, gt=0, description="wall time of one gate call")
+    seed: int = 0
+    allow_suspicious: bool = False
+    # More than this many times faster than eager PyTorch is flagged as suspicious.
+    max_speedup_vs_reference: float = 10.0
+    copy_bytes_per_s: float = H200_COPY_BYTES_PER_S
+    matmul_flops_per_s: float = H200_BF16_FLOPS_PER_S
+    # Timing: warm-up and repetition budgets in milliseconds, as triton.testing.do_bench takes.
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    profile_compile: bool = True
+    cache: bool = True
+
+    @field_validator("tolerances")
+    @classmethod
+    def _tolerances_bounded(cls, v: dict[str, float]) -> dict[str, float]:
+        for dtype, tol in v.items():
+            if not 0 < tol <= MAX_TOLERANCE:
+                raise ValueError(
+                    f"tolerance for {dtype} is {tol}: must be in (0, {MAX_TOLERANCE}] "
+                    "(looser lets wrong half-precision kernels pass)"
+                )
+        return v
+
+    @classmethod
+    def from_env(cls) -> GateConfig:
+        return cls(
+            trials=int(_env_float("KLINEAGE_TRIALS", 5)),
+            timeout_s=_env_float("KLINEAGE_TIMEOUT", 120.0),
+            copy_bytes_per_s=_env_float("KLINEAGE_COPY_BYTES_PER_S", H200_COPY_BYTES_PER_S),
+            matmul_flops_per_s=_env_float("KLINEAGE_MATMUL_FLOPS_PER_S", H200_BF16_FLOPS_PER_S),
+            cache=os.environ.get("KLINEAGE_NO_CACHE", "") in ("", "0"),
+        )
+
+    def tolerance_for(self, dtype: str) -> float:
+        return self.tolerances.get(dtype, DEFAULT_TOLERANCES["float32"])
+
+
+@contextmanager
+def env_scope(**variables: str | None) -> Iterator[None]:
+    """Set (or unset, with None) environment variables for the duration of a block (tests)."""
+    saved = {k: os.environ.get(k) for k in variables}
+    try:
+        for k, v in variables.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
