@@ -47,7 +47,9 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
     for item in items:
         name, sep, raw = item.partition("=")
         if not sep or not name.isidentifier():
-            raise typer.BadParameter(f"{item!r}: expected NAME=VALUE, e.g. batch_size=8", param_hint="--set")
+            raise typer.BadParameter(
+                f"{item!r}: expected NAME=VALUE, e.g. batch_size=8", param_hint="--set"
+            )
         try:
             out[name] = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
@@ -64,7 +66,9 @@ def _parse_tolerances(items: list[str]) -> dict[str, float]:
         except ValueError:
             sep = ""
         if not sep:
-            raise typer.BadParameter(f"{item!r}: expected DTYPE=TOL, e.g. float16=1e-2", param_hint="--tol")
+            raise typer.BadParameter(
+                f"{item!r}: expected DTYPE=TOL, e.g. float16=1e-2", param_hint="--tol"
+            )
     return out
 
 
@@ -79,17 +83,31 @@ def render_gate(result: GateResult) -> None:
         if s.regimes and s.stage in (Stage.CORRECTNESS, Stage.PROFILE):
             lines = []
             for o in s.regimes:
-                err = f", max abs err {o.max_abs_err:.2e} (tol {o.tolerance:g})" if o.max_abs_err is not None and o.tolerance else ""
+                err = (
+                    f", max abs err {o.max_abs_err:.2e} (tol {o.tolerance:g})"
+                    if o.max_abs_err is not None and o.tolerance
+                    else ""
+                )
                 lines.append(f"{o.regime}: {STATUS_STYLE[o.status]} {escape(o.message)}{err}")
             details = "\n".join(lines)
         table.add_row(s.stage.value, STATUS_STYLE[s.status], details)
     console.print(table)
     env = result.environment
     if env is not None:
-        where = env.gpu_name or "CPU (Triton interpreter)" if env.interpreter else env.gpu_name or env.device
-        console.print(f"[dim]environment: {where}; torch {env.torch}, triton {env.triton}, klineage {env.klineage}; timing: {env.timing_method}; {env.date}[/]")
+        where = (
+            env.gpu_name or "CPU (Triton interpreter)"
+            if env.interpreter
+            else env.gpu_name or env.device
+        )
+        console.print(
+            f"[dim]environment: {where}; torch {env.torch}, triton {env.triton}, klineage {env.klineage}; timing: {env.timing_method}; {env.date}[/]"
+        )
     cached = " (cached)" if result.cached else ""
-    verdict = "[bold green]ACCEPTED[/]" if result.accepted else f"[bold red]REJECTED[/] at {result.failed_stage.value if result.failed_stage else '?'}"
+    verdict = (
+        "[bold green]ACCEPTED[/]"
+        if result.accepted
+        else f"[bold red]REJECTED[/] at {result.failed_stage.value if result.failed_stage else '?'}"
+    )
     console.print(f"{verdict}{cached} in {result.seconds:.1f} s")
 
 
@@ -101,16 +119,50 @@ def _exit_code(result: GateResult) -> int:
 
 @app.command()
 def gate(
-    problem: Annotated[Path, typer.Argument(help="KernelBench problem file (class Model, get_inputs, optional REGIMES).")],
-    candidate: Annotated[Path, typer.Argument(help="Candidate file with class ModelNew launching Triton kernels.")],
-    regime: Annotated[list[str], typer.Option("--regime", "-r", help="Regime to check (repeatable). Default: CPU_REGIMES on cpu, all on cuda.")] = [],  # noqa: B006
-    device: Annotated[str, typer.Option(help="cpu (Triton interpreter, no timing) or cuda (compile, check, time).")] = "cpu",
-    timeout: Annotated[float, typer.Option(help="Seconds one gate call may take; a hang past it is a rejection.")] = 120.0,
+    problem: Annotated[
+        Path,
+        typer.Argument(
+            help="KernelBench problem file (class Model, get_inputs, optional REGIMES)."
+        ),
+    ],
+    candidate: Annotated[
+        Path, typer.Argument(help="Candidate file with class ModelNew launching Triton kernels.")
+    ],
+    regime: Annotated[
+        list[str],
+        typer.Option(
+            "--regime",
+            "-r",
+            help="Regime to check (repeatable). Default: CPU_REGIMES on cpu, all on cuda.",
+        ),
+    ] = [],  # noqa: B006
+    device: Annotated[
+        str,
+        typer.Option(help="cpu (Triton interpreter, no timing) or cuda (compile, check, time)."),
+    ] = "cpu",
+    timeout: Annotated[
+        float, typer.Option(help="Seconds one gate call may take; a hang past it is a rejection.")
+    ] = 120.0,
     trials: Annotated[int, typer.Option(help="Random trials per regime (at least 5).")] = 5,
-    set_: Annotated[list[str], typer.Option("--set", help="Override a problem global for a CPU-sized check, e.g. --set batch_size=8.")] = [],  # noqa: B006
-    tol: Annotated[list[str], typer.Option("--tol", help="Tolerance per dtype, e.g. --tol float16=2e-2 (never above 5e-2).")] = [],  # noqa: B006
-    allow_suspicious: Annotated[bool, typer.Option(help="Accept results faster than the roofline floor or 10x eager.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-run even if this exact check is cached.")] = False,
+    set_: Annotated[
+        list[str],
+        typer.Option(
+            "--set",
+            help="Override a problem global for a CPU-sized check, e.g. --set batch_size=8.",
+        ),
+    ] = [],  # noqa: B006
+    tol: Annotated[
+        list[str],
+        typer.Option(
+            "--tol", help="Tolerance per dtype, e.g. --tol float16=2e-2 (never above 5e-2)."
+        ),
+    ] = [],  # noqa: B006
+    allow_suspicious: Annotated[
+        bool, typer.Option(help="Accept results faster than the roofline floor or 10x eager.")
+    ] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Re-run even if this exact check is cached.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Check a candidate kernel against a problem: load, static guards, compile, runtime guards,
@@ -124,7 +176,14 @@ def gate(
     try:
         base = GateConfig.from_env()
         tolerances = {**base.tolerances, **_parse_tolerances(tol)}
-        config = base.model_copy(update={"timeout_s": timeout, "trials": trials, "allow_suspicious": allow_suspicious, "cache": base.cache and not no_cache})
+        config = base.model_copy(
+            update={
+                "timeout_s": timeout,
+                "trials": trials,
+                "allow_suspicious": allow_suspicious,
+                "cache": base.cache and not no_cache,
+            }
+        )
         config = GateConfig.model_validate({**config.model_dump(), "tolerances": tolerances})
     except (ValueError, KLineageError) as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
@@ -132,7 +191,14 @@ def gate(
     overrides = _parse_set(set_)
     try:
         if as_json:
-            result = run_gate(problem, candidate, device=device, regimes=regime, overrides=overrides, config=config)
+            result = run_gate(
+                problem,
+                candidate,
+                device=device,
+                regimes=regime,
+                overrides=overrides,
+                config=config,
+            )
         else:
             with console.status("gate: starting") as status:
 
@@ -142,7 +208,15 @@ def gate(
                     elif ev["type"] == "progress":
                         status.update(f"gate: {ev['detail']}")
 
-                result = run_gate(problem, candidate, device=device, regimes=regime, overrides=overrides, config=config, on_event=on_event)
+                result = run_gate(
+                    problem,
+                    candidate,
+                    device=device,
+                    regimes=regime,
+                    overrides=overrides,
+                    config=config,
+                    on_event=on_event,
+                )
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
@@ -170,7 +244,11 @@ def demo(
         render_gate(result)
         codes.append(result.accepted)
     ok = codes == [True, False]
-    console.print("[green]demo: the gate accepted the correct kernel and rejected the broken one[/]" if ok else "[red]demo: unexpected verdicts[/]")
+    console.print(
+        "[green]demo: the gate accepted the correct kernel and rejected the broken one[/]"
+        if ok
+        else "[red]demo: unexpected verdicts[/]"
+    )
     raise typer.Exit(0 if ok else 1)
 
 
@@ -180,7 +258,9 @@ def version() -> None:
     import torch
     import triton
 
-    console.print(f"klineage {__version__}, torch {torch.__version__}, triton {triton.__version__}, python {sys.version.split()[0]}")
+    console.print(
+        f"klineage {__version__}, torch {torch.__version__}, triton {triton.__version__}, python {sys.version.split()[0]}"
+    )
 
 
 def main() -> None:

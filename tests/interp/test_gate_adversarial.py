@@ -16,7 +16,12 @@ PROBLEM = EXAMPLE / "problem.py"
 
 def gate(candidate: str, problem=PROBLEM, **kw) -> GateResult:
     config = GateConfig(cache=False, timeout_s=kw.pop("timeout_s", 120.0))
-    return run_gate(problem, CANDIDATES / f"{candidate}.py" if "/" not in candidate else candidate, config=config, **kw)
+    return run_gate(
+        problem,
+        CANDIDATES / f"{candidate}.py" if "/" not in candidate else candidate,
+        config=config,
+        **kw,
+    )
 
 
 def test_correct_candidate_is_accepted() -> None:
@@ -37,7 +42,11 @@ REJECTIONS = [
     ("nan_output", Stage.CORRECTNESS, ["NaN"]),
     ("partial_write", Stage.CORRECTNESS, ["NaN-poisoned"]),
     ("input_mutation", Stage.CORRECTNESS, ["input 0 was modified in place"]),
-    ("torch_compute", Stage.RUNTIME_GUARDS, ["PyTorch computed in forward", "aten.exp", "aten.log"]),
+    (
+        "torch_compute",
+        Stage.RUNTIME_GUARDS,
+        ["PyTorch computed in forward", "aten.exp", "aten.log"],
+    ),
     ("torch_compute_in_forward", Stage.STATIC_GUARDS, ["torch.softmax", "no_torch_compute"]),
     ("calls_reference", Stage.STATIC_GUARDS, ["imports the reference Model"]),
     ("calls_reference_hidden", Stage.RUNTIME_GUARDS, ["reference Model.forward was called"]),
@@ -47,14 +56,22 @@ REJECTIONS = [
     ("segfault", Stage.COMPILE, ["SIGSEGV"]),
     ("syntax_error", Stage.LOAD, ["syntax_error.py:6", "syntax error", "^"]),
     ("missing_modelnew", Stage.LOAD, ["no class ModelNew", "Model2"]),
-    ("import_error", Stage.LOAD, ["ModuleNotFoundError", "klineage_no_such_module", "import_error.py:3"]),
+    (
+        "import_error",
+        Stage.LOAD,
+        ["ModuleNotFoundError", "klineage_no_such_module", "import_error.py:3"],
+    ),
     ("wrong_init", Stage.LOAD, ["ModelNew(*get_init_inputs()) failed", "wrong_init.py:"]),
     ("autotune_one_wrong_config", Stage.CORRECTNESS, ["autotune config 2/2", "BLOCK=512", "odd"]),
 ]
 
 
-@pytest.mark.parametrize(("candidate", "stage", "words"), REJECTIONS, ids=[r[0] for r in REJECTIONS])
-def test_adversarial_candidate_is_rejected_at_the_right_stage(candidate: str, stage: Stage, words: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("candidate", "stage", "words"), REJECTIONS, ids=[r[0] for r in REJECTIONS]
+)
+def test_adversarial_candidate_is_rejected_at_the_right_stage(
+    candidate: str, stage: Stage, words: list[str]
+) -> None:
     r = gate(candidate)
     assert not r.accepted
     assert r.failed_stage is stage, r.message
@@ -93,26 +110,40 @@ def test_every_autotune_config_is_checked_when_all_are_correct() -> None:
 
 
 def test_problem_whose_inputs_are_not_tensors_is_a_load_error() -> None:
-    r = run_gate(PROBLEMS / "nontensor_inputs.py", EXAMPLE / "candidate.py", config=GateConfig(cache=False))
+    r = run_gate(
+        PROBLEMS / "nontensor_inputs.py", EXAMPLE / "candidate.py", config=GateConfig(cache=False)
+    )
     assert r.failed_stage is Stage.LOAD
     assert "get_inputs() element 1 is str" in r.message
     assert "nontensor_inputs.py:12" in r.message
 
 
 def test_kernelbench_file_unchanged_shrunk_with_set() -> None:
-    r = run_gate(PROBLEMS / "kernelbench_globals.py", EXAMPLE / "candidate.py", overrides={"batch_size": 5, "dim": 77}, config=GateConfig(cache=False))
+    r = run_gate(
+        PROBLEMS / "kernelbench_globals.py",
+        EXAMPLE / "candidate.py",
+        overrides={"batch_size": 5, "dim": 77},
+        config=GateConfig(cache=False),
+    )
     assert r.accepted, r.message
     assert r.regimes == ["default"]
 
 
 def test_unknown_regime_is_a_load_error_naming_the_known_ones() -> None:
-    r = run_gate(PROBLEM, EXAMPLE / "candidate.py", regimes=["nope"], config=GateConfig(cache=False))
+    r = run_gate(
+        PROBLEM, EXAMPLE / "candidate.py", regimes=["nope"], config=GateConfig(cache=False)
+    )
     assert r.failed_stage is Stage.LOAD
     assert "unknown regime nope" in r.message and "tiny_rows" in r.message
 
 
 def test_bf16_regime_is_reported_not_verified_on_cpu() -> None:
-    r = run_gate(PROBLEM, EXAMPLE / "candidate.py", regimes=["tiny_rows", "large"], config=GateConfig(cache=False))
+    r = run_gate(
+        PROBLEM,
+        EXAMPLE / "candidate.py",
+        regimes=["tiny_rows", "large"],
+        config=GateConfig(cache=False),
+    )
     correctness = r.stage(Stage.CORRECTNESS)
     assert correctness is not None
     by = {o.regime: o for o in correctness.regimes}
@@ -123,9 +154,15 @@ def test_bf16_regime_is_reported_not_verified_on_cpu() -> None:
 
 def test_second_identical_call_is_served_from_the_cache(tmp_path) -> None:
     config = GateConfig(cache=True)
-    first = run_gate(PROBLEM, EXAMPLE / "candidate.py", regimes=["tiny_rows"], config=config, cache_dir=tmp_path)
-    second = run_gate(PROBLEM, EXAMPLE / "candidate.py", regimes=["tiny_rows"], config=config, cache_dir=tmp_path)
+    first = run_gate(
+        PROBLEM, EXAMPLE / "candidate.py", regimes=["tiny_rows"], config=config, cache_dir=tmp_path
+    )
+    second = run_gate(
+        PROBLEM, EXAMPLE / "candidate.py", regimes=["tiny_rows"], config=config, cache_dir=tmp_path
+    )
     assert first.accepted and not first.cached
     assert second.cached and second.accepted and second.cache_key == first.cache_key
-    other = run_gate(PROBLEM, EXAMPLE / "candidate.py", regimes=["odd"], config=config, cache_dir=tmp_path)
+    other = run_gate(
+        PROBLEM, EXAMPLE / "candidate.py", regimes=["odd"], config=config, cache_dir=tmp_path
+    )
     assert not other.cached and other.cache_key != first.cache_key

@@ -3,4 +3,12 @@
 from klineage.gate.records import Environment, GateResult, RegimeOutcome, Stage, StageResult, Status
 from klineage.gate.runner import run_gate
 
-__all__ = ["Environment", "GateResult", "RegimeOutcome", "Stage", "StageResult", "Status", "run_gate"]
+__all__ = [
+    "Environment",
+    "GateResult",
+    "RegimeOutcome",
+    "Stage",
+    "StageResult",
+    "Status",
+    "run_gate",
+]

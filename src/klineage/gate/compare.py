@@ -41,7 +41,9 @@ def compare_tensor(got: torch.Tensor, want: torch.Tensor, tol: float, label: str
     if got.shape != want.shape:
         return Comparison(False, f"{label}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")
     if got.dtype != want.dtype:
-        return Comparison(False, f"{label}: dtype {dtype_name(got.dtype)}, expected {dtype_name(want.dtype)}")
+        return Comparison(
+            False, f"{label}: dtype {dtype_name(got.dtype)}, expected {dtype_name(want.dtype)}"
+        )
     if got.numel() == 0:
         return Comparison(True)
     if not (got.is_floating_point() or got.is_complex()):
@@ -50,7 +52,10 @@ def compare_tensor(got: torch.Tensor, want: torch.Tensor, tol: float, label: str
             i = int(diff.reshape(-1).nonzero()[0])
             idx = _index(i, got.shape)
             n = int(diff.sum())
-            return Comparison(False, f"{label}: {n} element(s) differ; first at {idx}: got {got.reshape(-1)[i].item()}, expected {want.reshape(-1)[i].item()}")
+            return Comparison(
+                False,
+                f"{label}: {n} element(s) differ; first at {idx}: got {got.reshape(-1)[i].item()}, expected {want.reshape(-1)[i].item()}",
+            )
         return Comparison(True)
     g = got.detach().to(torch.float64).reshape(-1)
     w = want.detach().to(torch.float64).reshape(-1)
@@ -61,7 +66,9 @@ def compare_tensor(got: torch.Tensor, want: torch.Tensor, tol: float, label: str
     if bool(wrong_nonfinite.any()):
         i = int(wrong_nonfinite.nonzero()[0])
         n = int(wrong_nonfinite.sum())
-        kind = "NaN" if torch.isnan(g[i]) else (str(g[i].item()) if g_bad[i] else f"{g[i].item():.6g}")
+        kind = (
+            "NaN" if torch.isnan(g[i]) else (str(g[i].item()) if g_bad[i] else f"{g[i].item():.6g}")
+        )
         return Comparison(
             False,
             f"{label}: {n} element(s) non-finite where the reference is not (or vice versa); "
@@ -105,7 +112,9 @@ def compare_outputs(got: Any, want: Any, tol_for: Any) -> Comparison:
         c = compare_tensor(a, b, tol_for(dtype_name(b.dtype)), label)
         if not c.ok:
             return c
-        worst = Comparison(True, "", max(worst.max_abs_err, c.max_abs_err), max(worst.max_rel_err, c.max_rel_err))
+        worst = Comparison(
+            True, "", max(worst.max_abs_err, c.max_abs_err), max(worst.max_rel_err, c.max_rel_err)
+        )
     return worst
 
 

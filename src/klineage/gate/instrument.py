@@ -25,19 +25,70 @@ from torch.utils._python_dispatch import TorchDispatchMode
 # reshapes, copies for contiguity and dtype casts, scalar reads. Any other op is compute.
 ALLOWED_ATEN_OPS = frozenset(
     {
-        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-        "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones",
-        "full", "full_like", "new_full", "fill_", "zero_", "arange", "scalar_tensor",
-        "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand",
-        "permute", "transpose", "t", "squeeze", "unsqueeze", "select", "slice", "narrow",
-        "split", "split_with_sizes", "unbind", "chunk", "alias", "detach", "flatten",
-        "unflatten", "movedim", "view_as_real", "view_as_complex", "lift_fresh",
-        "lift_fresh_copy", "clone", "contiguous", "copy_", "_to_copy", "to",
-        "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "sym_numel",
-        "resize_", "set_", "_has_compatible_shallow_copy_type", "record_stream",
-    }  # fmt: skip
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "ones",
+        "ones_like",
+        "new_ones",
+        "full",
+        "full_like",
+        "new_full",
+        "fill_",
+        "zero_",
+        "arange",
+        "scalar_tensor",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "as_strided",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "squeeze",
+        "unsqueeze",
+        "select",
+        "slice",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "alias",
+        "detach",
+        "flatten",
+        "unflatten",
+        "movedim",
+        "view_as_real",
+        "view_as_complex",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "clone",
+        "contiguous",
+        "copy_",
+        "_to_copy",
+        "to",
+        "_local_scalar_dense",
+        "is_same_size",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "resize_",
+        "set_",
+        "_has_compatible_shallow_copy_type",
+        "record_stream",
+    }
 )
-_ALLOCATING_OPS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+_ALLOCATING_OPS = frozenset(
+    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+)
 INT_POISON = -0x5EED  # an unlikely value for index-like outputs left unwritten
 
 
@@ -90,7 +141,7 @@ class ForwardMonitor(TorchDispatchMode):
         return {op: n for op, n in self.ops.items() if op not in ALLOWED_ATEN_OPS}
 
 
-def _wrap_launch(cls: type) -> None:
+def _wrap_launch(cls: Any) -> None:
     if getattr(cls.run, "_klineage_hooked", False):
         return
     original = cls.run
@@ -117,7 +168,7 @@ def _describe(config: Any) -> str:
     return ", ".join(parts)
 
 
-def _wrap_autotuner(cls: type) -> None:
+def _wrap_autotuner(cls: Any) -> None:
     if getattr(cls.run, "_klineage_hooked", False):
         return
     original = cls.run
@@ -146,7 +197,7 @@ def _wrap_autotuner(cls: type) -> None:
     cls.run = run  # type: ignore[method-assign]
 
 
-def install_hooks(reference_cls: type) -> None:
+def install_hooks(reference_cls: Any) -> None:
     """Patch Triton's launch paths and the reference's forward, once per process."""
     from triton.runtime import autotuner, jit
 
@@ -208,7 +259,11 @@ def runtime_violations(record: ForwardRecord) -> list[str]:
         found.append("no Triton kernel was launched during forward")
     if record.forbidden_ops:
         ops = ", ".join(f"aten.{op} x{n}" for op, n in sorted(record.forbidden_ops.items()))
-        found.append(f"PyTorch computed in forward (only allocation, views and casts are allowed): {ops}")
+        found.append(
+            f"PyTorch computed in forward (only allocation, views and casts are allowed): {ops}"
+        )
     if record.reference_calls:
-        found.append(f"the reference Model.forward was called {record.reference_calls} time(s) from ModelNew")
+        found.append(
+            f"the reference Model.forward was called {record.reference_calls} time(s) from ModelNew"
+        )
     return found

@@ -19,7 +19,9 @@ from klineage.gate.request import EventWriter, GateRequest
 def _bench(fn: Any, warmup_ms: float, rep_ms: float) -> dict[str, float]:
     import triton.testing
 
-    p20, p50, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.2, 0.5, 0.8])
+    p20, p50, p80 = triton.testing.do_bench(
+        fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.2, 0.5, 0.8]
+    )
     return {"p20": float(p20), "p50": float(p50), "p80": float(p80)}
 
 
@@ -28,7 +30,9 @@ def _nbytes(values: Any) -> int:
 
     from klineage.gate.compare import as_outputs
 
-    return sum(v.numel() * v.element_size() for v in as_outputs(values) if isinstance(v, torch.Tensor))
+    return sum(
+        v.numel() * v.element_size() for v in as_outputs(values) if isinstance(v, torch.Tensor)
+    )
 
 
 def floor_ms(problem: Any, inputs: list[Any], outputs: Any, req: GateRequest) -> tuple[float, str]:
@@ -57,14 +61,25 @@ def profile_regime(req: GateRequest, problem: Any, candidate: Any, regime: str) 
         row["floor_ms"], row["floor_kind"] = floor_ms(problem, inputs, out, req)
         kernel = _bench(lambda: models.candidate(*inputs), cfg.warmup_ms, cfg.rep_ms)
         eager = _bench(lambda: models.reference(*inputs), cfg.warmup_ms, cfg.rep_ms)
-        row.update(kernel_ms=kernel["p50"], kernel_p20_ms=kernel["p20"], kernel_p80_ms=kernel["p80"], eager_ms=eager["p50"])
+        row.update(
+            kernel_ms=kernel["p50"],
+            kernel_p20_ms=kernel["p20"],
+            kernel_p80_ms=kernel["p80"],
+            eager_ms=eager["p50"],
+        )
         if cfg.profile_compile:
             try:
                 compiled = torch.compile(models.reference)
                 compiled(*inputs)
-                row["compile_ms"] = _bench(lambda: compiled(*inputs), cfg.warmup_ms, cfg.rep_ms)["p50"]
-            except Exception as e:  # torch.compile failing is a fact about the baseline, not the candidate
-                row["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                row["compile_ms"] = _bench(lambda: compiled(*inputs), cfg.warmup_ms, cfg.rep_ms)[
+                    "p50"
+                ]
+            except (
+                Exception
+            ) as e:  # torch.compile failing is a fact about the baseline, not the candidate
+                row["compile_error"] = (
+                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                )
     row["speedup_vs_eager"] = row["eager_ms"] / row["kernel_ms"]
     if "compile_ms" in row:
         row["speedup_vs_compile"] = row["compile_ms"] / row["kernel_ms"]
@@ -72,7 +87,9 @@ def profile_regime(req: GateRequest, problem: Any, candidate: Any, regime: str) 
     return row
 
 
-def profile_regimes(req: GateRequest, problem: Any, candidate: Any, regimes: list[str], events: EventWriter) -> StageResult:
+def profile_regimes(
+    req: GateRequest, problem: Any, candidate: Any, regimes: list[str], events: EventWriter
+) -> StageResult:
     cfg = req.config
     t0 = time.perf_counter()
     rows: dict[str, dict[str, Any]] = {}
@@ -84,9 +101,13 @@ def profile_regimes(req: GateRequest, problem: Any, candidate: Any, regimes: lis
         rows[regime] = row
         why = []
         if row["kernel_ms"] < row["floor_ms"]:
-            why.append(f"{row['kernel_ms']:.4g} ms is under the roofline floor {row['floor_ms']:.4g} ms ({row['floor_kind']})")
+            why.append(
+                f"{row['kernel_ms']:.4g} ms is under the roofline floor {row['floor_ms']:.4g} ms ({row['floor_kind']})"
+            )
         if row["speedup_vs_eager"] > cfg.max_speedup_vs_reference:
-            why.append(f"{row['speedup_vs_eager']:.1f}x faster than eager (limit {cfg.max_speedup_vs_reference:g}x)")
+            why.append(
+                f"{row['speedup_vs_eager']:.1f}x faster than eager (limit {cfg.max_speedup_vs_reference:g}x)"
+            )
         status = Status.PASSED
         msg = f"{row['kernel_ms']:.4g} ms, {row['speedup_vs_eager']:.2f}x eager, {row['pct_of_floor']:.0f}% of floor"
         if why:
@@ -103,4 +124,11 @@ def profile_regimes(req: GateRequest, problem: Any, candidate: Any, regimes: lis
             seconds=time.perf_counter() - t0,
         )  # fmt: skip
     summary = "; ".join(f"{o.regime}: {o.message}" for o in outcomes)
-    return StageResult(stage=Stage.PROFILE, status=Status.PASSED, message=summary, regimes=outcomes, numbers={"regimes": rows}, seconds=time.perf_counter() - t0)
+    return StageResult(
+        stage=Stage.PROFILE,
+        status=Status.PASSED,
+        message=summary,
+        regimes=outcomes,
+        numbers={"regimes": rows},
+        seconds=time.perf_counter() - t0,
+    )

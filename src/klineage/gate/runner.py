@@ -7,6 +7,7 @@ of a candidate.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -38,10 +39,18 @@ def _environment_fingerprint(device: str) -> dict[str, Any]:
     import torch
     import triton
 
-    fp: dict[str, Any] = {"device": device, "torch": torch.__version__, "triton": triton.__version__, "klineage": __version__, "python": sys.version.split()[0]}
+    fp: dict[str, Any] = {
+        "device": device,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "klineage": __version__,
+        "python": sys.version.split()[0],
+    }
     if device == "cuda":
         if not torch.cuda.is_available():
-            raise UsageError("--device cuda: no CUDA GPU is visible to PyTorch here; use --device cpu")
+            raise UsageError(
+                "--device cuda: no CUDA GPU is visible to PyTorch here; use --device cpu"
+            )
         fp["gpu"] = torch.cuda.get_device_name(0)
     return fp
 
@@ -51,7 +60,13 @@ def _signal_name(code: int) -> str:
         sig = signal.Signals(-code)
     except ValueError:
         return f"signal {-code}"
-    meaning = {signal.SIGSEGV: "segmentation fault", signal.SIGABRT: "abort", signal.SIGKILL: "killed (out of memory?)", signal.SIGBUS: "bus error", signal.SIGFPE: "floating-point exception"}
+    meaning = {
+        signal.SIGSEGV: "segmentation fault",
+        signal.SIGABRT: "abort",
+        signal.SIGKILL: "killed (out of memory?)",
+        signal.SIGBUS: "bus error",
+        signal.SIGFPE: "floating-point exception",
+    }
     return f"{sig.name} ({meaning.get(sig, 'signal')})"
 
 
@@ -63,7 +78,13 @@ def _tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _assemble(req: GateRequest, pre: list[StageResult], events: list[dict[str, Any]], death: str | None, seconds: float) -> GateResult:
+def _assemble(
+    req: GateRequest,
+    pre: list[StageResult],
+    events: list[dict[str, Any]],
+    death: str | None,
+    seconds: float,
+) -> GateResult:
     by_stage: dict[Stage, StageResult] = {s.stage: s for s in pre}
     env: Environment | None = None
     running: Stage | None = None
@@ -90,18 +111,24 @@ def _assemble(req: GateRequest, pre: list[StageResult], events: list[dict[str, A
             why = "not reached: an earlier stage failed" if failed_before else "not run"
             stages.append(StageResult(stage=stage, status=Status.SKIPPED, message=why))
     must_pass = (Stage.STATIC_GUARDS, Stage.COMPILE, Stage.RUNTIME_GUARDS, Stage.CORRECTNESS)
-    accepted = all(by_stage.get(s) is not None and by_stage[s].status is Status.PASSED for s in must_pass) and not any(
-        s.status is Status.FAILED for s in stages
-    )
-    regimes = next((s.numbers.get("regimes", []) for s in stages if s.stage is Stage.LOAD), [])
+    accepted = all(
+        by_stage.get(s) is not None and by_stage[s].status is Status.PASSED for s in must_pass
+    ) and not any(s.status is Status.FAILED for s in stages)
+    regimes: Any = next((s.numbers.get("regimes", []) for s in stages if s.stage is Stage.LOAD), [])
     return GateResult(
         problem=req.problem, candidate=req.candidate, device=req.device, regimes=list(regimes) if isinstance(regimes, list) else [],
         accepted=accepted, stages=stages, environment=env, seconds=seconds,
     )  # fmt: skip
 
 
-def _spawn(req: GateRequest, workdir: Path, on_event: EventCallback | None) -> tuple[list[dict[str, Any]], str | None]:
-    req_path, events_path, log_path = workdir / "request.json", workdir / "events.jsonl", workdir / "child.log"
+def _spawn(
+    req: GateRequest, workdir: Path, on_event: EventCallback | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    req_path, events_path, log_path = (
+        workdir / "request.json",
+        workdir / "events.jsonl",
+        workdir / "child.log",
+    )
     req_path.write_text(req.model_dump_json(), encoding="utf-8")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC_ROOT, env.get("PYTHONPATH", "")) if p)
@@ -130,10 +157,8 @@ def _spawn(req: GateRequest, workdir: Path, on_event: EventCallback | None) -> t
                     on_event(ev)
                 seen = len(evs)
         if timed_out:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait()
     events = read_events(events_path)
     if on_event is not None:
@@ -141,11 +166,18 @@ def _spawn(req: GateRequest, workdir: Path, on_event: EventCallback | None) -> t
             on_event(ev)
     done = any(ev["type"] == "done" for ev in events)
     if timed_out:
-        return events, f"timed out after {req.config.timeout_s:g} s (infinite loop or hang?); the child process was killed"
+        return (
+            events,
+            f"timed out after {req.config.timeout_s:g} s (infinite loop or hang?); the child process was killed",
+        )
     if done:
         return events, None
     rc = proc.returncode
-    how = f"killed by {_signal_name(rc)}" if rc < 0 else f"exited with code {rc} before finishing (os._exit or sys.exit in the candidate?)"
+    how = (
+        f"killed by {_signal_name(rc)}"
+        if rc < 0
+        else f"exited with code {rc} before finishing (os._exit or sys.exit in the candidate?)"
+    )
     tail = _tail(log_path)
     return events, f"candidate process {how}" + (f"; last output:\n{tail}" if tail else "")
 
@@ -167,7 +199,14 @@ def run_gate(
         raise UsageError(f"--device {device}: expected cpu or cuda")
     config = config or GateConfig()
     problem_path, candidate_path = Path(problem).resolve(), Path(candidate).resolve()
-    req = GateRequest(problem=str(problem_path), candidate=str(candidate_path), device=device, regimes=list(regimes or []), overrides=dict(overrides or {}), config=config)
+    req = GateRequest(
+        problem=str(problem_path),
+        candidate=str(candidate_path),
+        device=device,
+        regimes=list(regimes or []),
+        overrides=dict(overrides or {}),
+        config=config,
+    )
     t0 = time.perf_counter()
     pre: list[StageResult] = []
     try:
@@ -188,19 +227,32 @@ def run_gate(
     if cache is not None:
         hit = cache.get(key)
         if hit is not None:
-            return hit.model_copy(update={"cached": True, "problem": req.problem, "candidate": req.candidate})
+            return hit.model_copy(
+                update={"cached": True, "problem": req.problem, "candidate": req.candidate}
+            )
 
     violations = check_static(tree)
     if violations:
-        pre.append(failed(Stage.STATIC_GUARDS, "; ".join(v.render(candidate_path.name) for v in violations)))
+        pre.append(
+            failed(
+                Stage.STATIC_GUARDS, "; ".join(v.render(candidate_path.name) for v in violations)
+            )
+        )
         result = _assemble(req, pre, [], None, time.perf_counter() - t0)
     else:
-        pre.append(passed(Stage.STATIC_GUARDS, "launches Triton; no try/except, reference use, torch compute in forward, side streams"))
+        pre.append(
+            passed(
+                Stage.STATIC_GUARDS,
+                "launches Triton; no try/except, reference use, torch compute in forward, side streams",
+            )
+        )
         with tempfile.TemporaryDirectory(prefix="klineage-gate-") as tmp:
             events, death = _spawn(req, Path(tmp), on_event)
         result = _assemble(req, pre, events, death, time.perf_counter() - t0)
         if death is not None and "timed out" in death:
-            return result.model_copy(update={"cache_key": key})  # a timeout may be the machine's load
+            return result.model_copy(
+                update={"cache_key": key}
+            )  # a timeout may be the machine's load
     result = result.model_copy(update={"cache_key": key})
     if cache is not None:
         cache.put(key, result)

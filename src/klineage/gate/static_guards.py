@@ -14,14 +14,49 @@ from dataclasses import dataclass
 # and queries. Everything else computes, and computing is the Triton kernels' job.
 ALLOWED_TORCH_CALLS = frozenset(
     {
-        "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
-        "full", "full_like", "arange", "tensor", "as_strided", "broadcast_shapes", "Size",
-        "device", "dtype", "finfo", "iinfo", "is_tensor", "is_floating_point", "get_device",
-        "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute",
-        "t", "narrow", "select", "chunk", "split", "unbind", "movedim", "view_as_real",
-        "view_as_complex", "promote_types", "result_type", "set_grad_enabled", "no_grad",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "arange",
+        "tensor",
+        "as_strided",
+        "broadcast_shapes",
+        "Size",
+        "device",
+        "dtype",
+        "finfo",
+        "iinfo",
+        "is_tensor",
+        "is_floating_point",
+        "get_device",
+        "reshape",
+        "flatten",
+        "unflatten",
+        "squeeze",
+        "unsqueeze",
+        "transpose",
+        "permute",
+        "t",
+        "narrow",
+        "select",
+        "chunk",
+        "split",
+        "unbind",
+        "movedim",
+        "view_as_real",
+        "view_as_complex",
+        "promote_types",
+        "result_type",
+        "set_grad_enabled",
+        "no_grad",
         "inference_mode",
-    }  # fmt: skip
+    }
 )
 
 
@@ -63,7 +98,9 @@ def _find_class(tree: ast.Module, name: str) -> ast.ClassDef | None:
 def guard_launches_triton(tree: ast.Module) -> Iterator[Violation]:
     """Rationale: a candidate with no @triton.jit kernel is not a Triton kernel at all."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and any(_is_triton_jit(d) for d in node.decorator_list):
+        if isinstance(node, ast.FunctionDef) and any(
+            _is_triton_jit(d) for d in node.decorator_list
+        ):
             return
     yield Violation("launches_triton", None, "no @triton.jit kernel is defined in this file")
 
@@ -72,9 +109,15 @@ def guard_no_try_except(tree: ast.Module) -> Iterator[Violation]:
     """Rationale: a try/except can fall back to eager PyTorch when the kernel fails."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Try | ast.TryStar):
-            yield Violation("no_try_except", node.lineno, "try/except block (a fallback path hides a failing kernel)")
+            yield Violation(
+                "no_try_except",
+                node.lineno,
+                "try/except block (a fallback path hides a failing kernel)",
+            )
         elif isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith("suppress"):
-            yield Violation("no_try_except", node.lineno, "contextlib.suppress (swallows kernel errors)")
+            yield Violation(
+                "no_try_except", node.lineno, "contextlib.suppress (swallows kernel errors)"
+            )
 
 
 def guard_no_reference_model(tree: ast.Module) -> Iterator[Violation]:
@@ -83,7 +126,9 @@ def guard_no_reference_model(tree: ast.Module) -> Iterator[Violation]:
     if model_new is not None:
         for base in model_new.bases:
             if (_dotted(base) or "").split(".")[-1] == "Model":
-                yield Violation("no_reference_model", model_new.lineno, "ModelNew inherits the reference Model")
+                yield Violation(
+                    "no_reference_model", model_new.lineno, "ModelNew inherits the reference Model"
+                )
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load):
             yield Violation("no_reference_model", node.lineno, "refers to the reference Model")
@@ -104,7 +149,14 @@ def guard_no_torch_compute_in_forward(tree: ast.Module) -> Iterator[Violation]:
                 continue
             name = _dotted(node.func) or ""
             head, _, attr = name.rpartition(".")
-            if head in ("torch", "torch.nn.functional", "F", "torch.special", "torch.linalg", "torch.fft"):
+            if head in (
+                "torch",
+                "torch.nn.functional",
+                "F",
+                "torch.special",
+                "torch.linalg",
+                "torch.fft",
+            ):
                 if head == "torch" and attr in ALLOWED_TORCH_CALLS:
                     continue
                 yield Violation(

@@ -33,7 +33,11 @@ def short_error(e: BaseException, limit: int = 25) -> str:
     text = f"{type(e).__name__}: {e}".strip()
     lines = text.splitlines()
     if len(lines) > limit:
-        lines = [*lines[:3], f"... ({len(lines) - limit + 3} lines cut) ...", *lines[-(limit - 4) :]]
+        lines = [
+            *lines[:3],
+            f"... ({len(lines) - limit + 3} lines cut) ...",
+            *lines[-(limit - 4) :],
+        ]
     return "\n".join(lines)
 
 
@@ -59,7 +63,11 @@ def build_models(problem: Any, candidate: Any, regime: str, device: str, seed: i
         try:
             reference = problem.model_cls(*init)
         except TypeError as e:
-            raise LoadError(str(problem.path), f"Model(*get_init_inputs()) failed: {e}", expected="get_init_inputs to match Model.__init__") from e
+            raise LoadError(
+                str(problem.path),
+                f"Model(*get_init_inputs()) failed: {e}",
+                expected="get_init_inputs to match Model.__init__",
+            ) from e
         torch.manual_seed(seed)
         cand = candidate.instantiate(init)
     return RegimeModels(reference.to(device).eval(), cand.to(device).eval())
@@ -130,7 +138,9 @@ class Checker:
         models = build_models(self.problem, self.candidate, regime, self.device, self.cfg.seed)
         data = self.reference_data(regime, models)
         first_inputs = data[0][0]
-        out_dtypes = [dtype_name(o.dtype) for o in as_outputs(data[0][1]) if isinstance(o, torch.Tensor)]
+        out_dtypes = [
+            dtype_name(o.dtype) for o in as_outputs(data[0][1]) if isinstance(o, torch.Tensor)
+        ]
         dtype = out_dtypes[0] if out_dtypes else None
         tol = self.tolerance(dtype) if dtype else None
         if self.device == "cpu" and has_bf16(first_inputs):
@@ -167,22 +177,56 @@ class Checker:
                 except Exception as e:
                     if is_fatal_device_error(e):
                         self.fatal = short_error(e)
-                    return self._fail(regime, dtype, tol, t, c, passes, f"{label}: forward raised {short_error(e)}")
+                    return self._fail(
+                        regime,
+                        dtype,
+                        tol,
+                        t,
+                        c,
+                        passes,
+                        f"{label}: forward raised {short_error(e)}",
+                    )
                 violations = runtime_violations(rec)
                 if violations:
                     self.guard_violation = f"{label}: " + "; ".join(violations)
-                    return self._fail(regime, dtype, tol, t, c, passes, f"runtime guard: {'; '.join(violations)}")
+                    return self._fail(
+                        regime, dtype, tol, t, c, passes, f"runtime guard: {'; '.join(violations)}"
+                    )
                 k = mutated_input(before, use)
                 if k is not None:
-                    return self._fail(regime, dtype, tol, t, c, passes, f"{label}: input {k} was modified in place by forward")
-                if reuse and prev_out is not None and tensors_equal(rec.output, prev_out) and not tensors_equal(want, prev_want):
-                    return self._fail(regime, dtype, tol, t, c, passes, f"{label}: output unchanged although the inputs changed (output cached by input pointer or value?)")
+                    return self._fail(
+                        regime,
+                        dtype,
+                        tol,
+                        t,
+                        c,
+                        passes,
+                        f"{label}: input {k} was modified in place by forward",
+                    )
+                if (
+                    reuse
+                    and prev_out is not None
+                    and tensors_equal(rec.output, prev_out)
+                    and not tensors_equal(want, prev_want)
+                ):
+                    return self._fail(
+                        regime,
+                        dtype,
+                        tol,
+                        t,
+                        c,
+                        passes,
+                        f"{label}: output unchanged although the inputs changed (output cached by input pointer or value?)",
+                    )
                 cmp = compare_outputs(rec.output, want, self.tolerance)
                 if not cmp.ok:
                     return self._fail(regime, dtype, tol, t, c, passes, f"{label}: {cmp.message}")
                 max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
                 if reuse:
-                    prev_out = [o.clone() if isinstance(o, torch.Tensor) else o for o in as_outputs(rec.output)]
+                    prev_out = [
+                        o.clone() if isinstance(o, torch.Tensor) else o
+                        for o in as_outputs(rec.output)
+                    ]
                     prev_want = as_outputs(want)
         STATE.force_config = None
         msg = f"{len(data)} trials passed"
@@ -193,14 +237,31 @@ class Checker:
             max_abs_err=max_abs, max_rel_err=max_rel, tolerance=tol, configs_checked=passes,
         )  # fmt: skip
 
-    def _fail(self, regime: str, dtype: str | None, tol: float | None, t: int, c: int, passes: int, msg: str) -> RegimeOutcome:
+    def _fail(
+        self,
+        regime: str,
+        dtype: str | None,
+        tol: float | None,
+        t: int,
+        c: int,
+        passes: int,
+        msg: str,
+    ) -> RegimeOutcome:
         from klineage.gate.instrument import STATE
 
         if passes > 1 and STATE.forced:
             forced = "; ".join(f"{k}: {v}" for k, v in STATE.forced.items())
             msg = f"autotune config {c + 1}/{passes} ({forced}), {msg}"
         STATE.force_config = None
-        return RegimeOutcome(regime=regime, status=Status.FAILED, message=msg, trials=t + 1, dtype=dtype, tolerance=tol, configs_checked=c + 1)
+        return RegimeOutcome(
+            regime=regime,
+            status=Status.FAILED,
+            message=msg,
+            trials=t + 1,
+            dtype=dtype,
+            tolerance=tol,
+            configs_checked=c + 1,
+        )
 
 
 def run(req: GateRequest, events: EventWriter) -> None:
@@ -214,14 +275,20 @@ def run(req: GateRequest, events: EventWriter) -> None:
     except LoadError as e:
         events.stage(failed(Stage.LOAD, e.render()))
         return
-    events.stage(passed(Stage.LOAD, f"Model and ModelNew loaded; regimes: {', '.join(regimes)}", regimes=regimes))
+    events.stage(
+        passed(
+            Stage.LOAD, f"Model and ModelNew loaded; regimes: {', '.join(regimes)}", regimes=regimes
+        )
+    )
 
     import torch
 
     from klineage.environment import capture_environment
     from klineage.gate.instrument import STATE, install_hooks, run_observed, runtime_violations
 
-    events.environment(capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING))
+    events.environment(
+        capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING)
+    )
     # fp32 references are exact fp32: TF32 stays off unless a problem opts in itself.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -247,7 +314,9 @@ def run(req: GateRequest, events: EventWriter) -> None:
     finally:
         STATE.force_config = None
     passes = STATE.config_passes
-    tuned = ", ".join(f"{name} ({STATE.autotuners[k]} configs)" for k, name in STATE.autotuner_names.items())
+    tuned = ", ".join(
+        f"{name} ({STATE.autotuners[k]} configs)" for k, name in STATE.autotuner_names.items()
+    )
     events.stage(
         StageResult(
             stage=Stage.COMPILE, status=Status.PASSED, seconds=time.perf_counter() - t0,
@@ -261,7 +330,10 @@ def run(req: GateRequest, events: EventWriter) -> None:
     if violations:
         events.stage(failed(Stage.RUNTIME_GUARDS, "; ".join(violations)))
         return
-    guards_ok = passed(Stage.RUNTIME_GUARDS, f"{record.launches} Triton launch(es); no PyTorch compute, no reference call")
+    guards_ok = passed(
+        Stage.RUNTIME_GUARDS,
+        f"{record.launches} Triton launch(es); no PyTorch compute, no reference call",
+    )
     events.stage(guards_ok)
 
     events.start(Stage.CORRECTNESS)
@@ -285,7 +357,11 @@ def run(req: GateRequest, events: EventWriter) -> None:
     if bad:
         status, msg = Status.FAILED, "; ".join(f"{o.regime}: {o.message}" for o in bad)
     elif not verified:
-        status, msg = Status.FAILED, "no regime could be verified on this device: " + "; ".join(f"{o.regime}: {o.message}" for o in unverified)
+        status, msg = (
+            Status.FAILED,
+            "no regime could be verified on this device: "
+            + "; ".join(f"{o.regime}: {o.message}" for o in unverified),
+        )
     else:
         status = Status.PASSED
         msg = f"{len(verified)} regime(s) x {req.config.trials} trials passed"
@@ -295,12 +371,26 @@ def run(req: GateRequest, events: EventWriter) -> None:
             msg += f"; NOT verified here: {', '.join(o.regime for o in unverified)} (bfloat16 on the CPU)"
     if checker.fatal:
         msg += f"; stopped after a fatal device error: {checker.fatal}"
-    events.stage(StageResult(stage=Stage.CORRECTNESS, status=status, message=msg, regimes=outcomes, seconds=time.perf_counter() - t0))
+    events.stage(
+        StageResult(
+            stage=Stage.CORRECTNESS,
+            status=status,
+            message=msg,
+            regimes=outcomes,
+            seconds=time.perf_counter() - t0,
+        )
+    )
     if status is not Status.PASSED or checker.fatal:
         return
 
     if req.device != "cuda":
-        events.stage(StageResult(stage=Stage.PROFILE, status=Status.NOT_MEASURED, message="no GPU: timing not measured, and never estimated"))
+        events.stage(
+            StageResult(
+                stage=Stage.PROFILE,
+                status=Status.NOT_MEASURED,
+                message="no GPU: timing not measured, and never estimated",
+            )
+        )
         return
     from klineage.gate.profile import profile_regimes
 

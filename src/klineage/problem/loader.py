@@ -104,7 +104,9 @@ def _require_class(module: ModuleType, path: Path, name: str) -> type:
     obj = getattr(module, name, None)
     if obj is None:
         defined = sorted(
-            n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module.__name__
+            n
+            for n, v in vars(module).items()
+            if inspect.isclass(v) and v.__module__ == module.__name__
         )
         raise LoadError(
             str(path),
@@ -254,10 +256,14 @@ def _call_user(path: Path, fn: Any, name: str, **kwargs: Any) -> Any:
         ) from e
 
 
-def _resolve_regimes(path: Path, module: ModuleType, global_overrides: dict[str, Any]) -> dict[str, Regime]:
+def _resolve_regimes(
+    path: Path, module: ModuleType, global_overrides: dict[str, Any]
+) -> dict[str, Regime]:
     get_inputs = getattr(module, "get_inputs", None)
     if get_inputs is None or not callable(get_inputs):
-        raise LoadError(str(path), "no function get_inputs", expected="def get_inputs(): -> list of tensors")
+        raise LoadError(
+            str(path), "no function get_inputs", expected="def get_inputs(): -> list of tensors"
+        )
     params = inspect.signature(get_inputs).parameters
     raw = getattr(module, "REGIMES", None)
     if raw is None:
@@ -270,11 +276,17 @@ def _resolve_regimes(path: Path, module: ModuleType, global_overrides: dict[str,
         )
     for k in global_overrides:
         if not hasattr(module, k):
-            raise LoadError(str(path), f"--set {k}: no module global named {k}", expected="an existing module-level constant")
+            raise LoadError(
+                str(path),
+                f"--set {k}: no module global named {k}",
+                expected="an existing module-level constant",
+            )
     regimes: dict[str, Regime] = {}
     for name, spec in raw.items():
         if not isinstance(spec, dict):
-            raise LoadError(str(path), f"REGIMES[{name!r}] is {type(spec).__name__}", expected="a dict")
+            raise LoadError(
+                str(path), f"REGIMES[{name!r}] is {type(spec).__name__}", expected="a dict"
+            )
         regime = Regime(str(name), overrides=dict(global_overrides))
         for key, value in spec.items():
             if key in params:
@@ -303,7 +315,11 @@ def load_problem(path: Path, global_overrides: dict[str, Any] | None = None) -> 
     cpu = tuple(getattr(module, "CPU_REGIMES", ()) or ())
     unknown = [r for r in cpu if r not in regimes]
     if unknown:
-        raise LoadError(str(path), f"CPU_REGIMES names unknown regimes: {', '.join(unknown)}", expected=f"names from REGIMES: {', '.join(regimes)}")
+        raise LoadError(
+            str(path),
+            f"CPU_REGIMES names unknown regimes: {', '.join(unknown)}",
+            expected=f"names from REGIMES: {', '.join(regimes)}",
+        )
     return Problem(path=path, module=module, model_cls=model_cls, regimes=regimes, cpu_regimes=cpu)
 
 
@@ -320,7 +336,7 @@ class Candidate:
             raise LoadError(
                 str(self.path),
                 f"ModelNew(*get_init_inputs()) failed: {e}",
-                line=_def_line(self.model_cls.__init__),
+                line=_def_line(vars(self.model_cls).get("__init__", self.model_cls)),
                 expected=f"ModelNew.__init__ to accept the problem's init inputs ({len(init_inputs)} positional: "
                 f"{', '.join(type(v).__name__ for v in init_inputs) or 'none'})",
             ) from e

@@ -7,7 +7,10 @@ import triton.language as tl
 
 
 @triton.autotune(
-    configs=[triton.Config({"BLOCK": 2048}, num_warps=4), triton.Config({"BLOCK": 512}, num_warps=4)],
+    configs=[
+        triton.Config({"BLOCK": 2048}, num_warps=4),
+        triton.Config({"BLOCK": 512}, num_warps=4),
+    ],
     key=["n_cols"],
 )
 @triton.jit

@@ -1,11 +1,10 @@
 """Adversarial: imports the reference Model and calls it."""
 
-from problem import Model
-
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from problem import Model
 
 
 @triton.jit

@@ -22,8 +22,11 @@ def softmax(x):
     x = x.contiguous()
     m, n = x.shape
     y = torch.empty_like(x)
-    _softmax_kernel[((m + 1) // 2,)](x, y, n, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n))
+    _softmax_kernel[((m + 1) // 2,)](
+        x, y, n, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n)
+    )
     return y
+
 
 class ModelNew(nn.Module):
     def forward(self, x):

@@ -1,0 +1,85 @@
+"""Output comparison: tolerance, the worst element, NaN/Inf, shape and dtype."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from klineage.gate.compare import compare_outputs, compare_tensor, tensors_equal
+
+
+def tol(_: str) -> float:
+    return 1e-4
+
+
+def test_equal_tensors_pass_with_zero_error() -> None:
+    x = torch.randn(3, 5)
+    c = compare_tensor(x, x.clone(), 1e-4, "output")
+    assert c.ok and c.max_abs_err == 0.0
+
+
+def test_worst_element_is_named_by_index() -> None:
+    want = torch.zeros(4, 6)
+    got = want.clone()
+    got[2, 5] = 0.5
+    got[1, 1] = 0.01
+    c = compare_tensor(got, want, 1e-4, "output")
+    assert not c.ok
+    assert "2/24 element(s) beyond tolerance" in c.message
+    assert "worst at (2, 5)" in c.message and "got 0.5" in c.message
+
+
+def test_nan_where_reference_is_finite_fails_and_matching_nans_pass() -> None:
+    want = torch.ones(3)
+    got = want.clone()
+    got[1] = math.nan
+    c = compare_tensor(got, want, 1e-2, "output")
+    assert not c.ok and "first at (1,): got NaN" in c.message
+    both = torch.tensor([1.0, math.nan])
+    assert compare_tensor(both.clone(), both, 1e-4, "output").ok
+
+
+def test_inf_sign_must_match() -> None:
+    want = torch.tensor([math.inf, 1.0])
+    assert compare_tensor(want.clone(), want, 1e-4, "o").ok
+    assert not compare_tensor(torch.tensor([-math.inf, 1.0]), want, 1e-4, "o").ok
+
+
+def test_shape_and_dtype_mismatch_are_reported() -> None:
+    assert (
+        "shape (3,), expected (4,)"
+        in compare_tensor(torch.zeros(3), torch.zeros(4), 1e-4, "o").message
+    )
+    assert (
+        "dtype float16, expected float32"
+        in compare_tensor(torch.zeros(3, dtype=torch.float16), torch.zeros(3), 1e-4, "o").message
+    )
+
+
+def test_integer_outputs_compare_exactly() -> None:
+    c = compare_tensor(torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]), 1e-4, "o")
+    assert not c.ok and "first at (2,): got 4, expected 3" in c.message
+
+
+def test_multiple_outputs_count_and_each_checked() -> None:
+    a, b = torch.randn(2), torch.randn(3)
+    assert compare_outputs((a, b), (a, b), tol).ok
+    assert "returned 1 output(s), expected 2" in compare_outputs(a, (a, b), tol).message
+    assert "output[1]" in compare_outputs((a, b + 1), (a, b), tol).message
+
+
+@settings(max_examples=50, deadline=None)
+@given(scale=st.floats(min_value=1e-3, max_value=1e3), noise=st.floats(min_value=0, max_value=1e-6))
+def test_perturbation_within_tolerance_always_passes(scale: float, noise: float) -> None:
+    want = torch.linspace(-1, 1, 17, dtype=torch.float64) * scale
+    got = want + noise * (1 + want.abs())
+    assert compare_tensor(got, want, 1e-4, "o").ok
+
+
+def test_tensors_equal_treats_nan_as_equal() -> None:
+    x = torch.tensor([1.0, math.nan])
+    assert tensors_equal(x, x.clone())
+    assert not tensors_equal(x, torch.tensor([1.0, 2.0]))

@@ -1,0 +1,113 @@
+"""Loading errors name the file, the line and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from klineage.errors import LoadError
+from klineage.problem.loader import load_candidate, load_problem, parse_source
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+PROBLEM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+batch = 4
+REGIMES = {"a": dict(n=3), "b": dict(batch=2, n=5)}
+CPU_REGIMES = ("a",)
+
+def get_inputs(n=8):
+    return [torch.randn(batch, n)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_syntax_error_has_line_column_and_caret(tmp_path: Path) -> None:
+    p = write(tmp_path, "bad.py", "x = 1\ny = (2 +\n")
+    with pytest.raises(LoadError) as e:
+        parse_source(p)
+    text = str(e.value)
+    assert (
+        f"{p}:2" in text
+        and "syntax error" in text
+        and "^" in text
+        and "expected: valid Python" in text
+    )
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="file not found"):
+        parse_source(tmp_path / "nope.py")
+
+
+def test_regimes_split_into_kwargs_and_global_overrides(tmp_path: Path) -> None:
+    problem = load_problem(write(tmp_path, "p1.py", PROBLEM))
+    assert problem.regimes["b"].kwargs == {"n": 5}
+    assert problem.regimes["b"].overrides == {"batch": 2}
+    assert problem.select_regimes(None, "cpu") == ["a"]
+    assert problem.select_regimes(None, "cuda") == ["a", "b"]
+    (x,) = problem.make_inputs("b", "cpu")
+    assert tuple(x.shape) == (2, 5)
+    assert problem.module.batch == 4  # restored after the regime
+
+
+def test_unknown_regime_key_is_named(tmp_path: Path) -> None:
+    src = PROBLEM.replace("dict(n=3)", "dict(n=3, widht=7)")
+    with pytest.raises(LoadError) as e:
+        load_problem(write(tmp_path, "p2.py", src))
+    assert "REGIMES['a'] sets 'widht'" in str(e.value) and "get_inputs(n)" in str(e.value)
+
+
+def test_cpu_regimes_must_name_known_regimes(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="CPU_REGIMES names unknown regimes: zz"):
+        load_problem(write(tmp_path, "p3.py", PROBLEM.replace('("a",)', '("zz",)')))
+
+
+def test_set_override_of_missing_global_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="--set nope: no module global"):
+        load_problem(write(tmp_path, "p4.py", PROBLEM), {"nope": 1})
+
+
+def test_missing_model_lists_the_classes_found(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="no class Model defined .classes here: Modle"):
+        load_problem(write(tmp_path, "p5.py", PROBLEM.replace("class Model(", "class Modle(")))
+
+
+def test_import_error_names_the_line(tmp_path: Path) -> None:
+    p = write(tmp_path, "c1.py", "import os\nimport klineage_missing_mod\n")
+    with pytest.raises(LoadError) as e:
+        load_candidate(p)
+    assert f"{p}:2" in str(e.value) and "ModuleNotFoundError" in str(e.value)
+
+
+def test_get_inputs_error_is_reported_with_regime_kwargs(tmp_path: Path) -> None:
+    problem = load_problem(
+        write(
+            tmp_path,
+            "p6.py",
+            PROBLEM.replace(
+                "return [torch.randn(batch, n)]", "return [torch.randn(batch, n)[100]]"
+            ),
+        )
+    )
+    with pytest.raises(LoadError, match=r"get_inputs\(n=3\) raised IndexError"):
+        problem.make_inputs("a", "cpu")
+
+
+def test_candidate_modelnew_must_be_a_module(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="ModelNew is int, not an nn.Module subclass"):
+        load_candidate(write(tmp_path, "c2.py", "ModelNew = 3\n"))
