@@ -106,7 +106,8 @@ def test_every_autotune_config_is_checked_when_all_are_correct() -> None:
     correctness = r.stage(Stage.CORRECTNESS)
     assert correctness is not None
     assert all(o.configs_checked == 2 for o in correctness.regimes)
-    assert "each under all 2 autotune configs" in correctness.message
+    assert "under every launchable config of the 2-config autotune table" in correctness.message
+    assert all("under each of 2 launchable autotune configs" in o.message for o in correctness.regimes)
 
 
 def test_problem_whose_inputs_are_not_tensors_is_a_load_error() -> None:
@@ -166,3 +167,13 @@ def test_second_identical_call_is_served_from_the_cache(tmp_path) -> None:
         PROBLEM, EXAMPLE / "candidate.py", regimes=["odd"], config=config, cache_dir=tmp_path
     )
     assert not other.cached and other.cache_key != first.cache_key
+
+
+def test_a_config_the_autotuner_would_skip_is_skipped_and_the_rest_checked() -> None:
+    r = gate("autotune_unlaunchable_config")
+    assert r.accepted, r.message
+    correctness = r.stage(Stage.CORRECTNESS)
+    assert correctness is not None
+    for o in correctness.regimes:
+        assert o.configs_checked == 1
+        assert "skipped, as the autotuner skips them: config 2" in o.message and "OutOfResources" in o.message

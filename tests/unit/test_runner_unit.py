@@ -76,3 +76,12 @@ def test_tolerance_can_never_exceed_the_ceiling() -> None:
     with pytest.raises(ValidationError):
         GateConfig(trials=3)
     assert GateConfig().tolerance_for("float16") == 1e-2
+
+
+def test_configs_the_autotuner_would_skip_are_recognised() -> None:
+    from triton.runtime.errors import OutOfResources
+
+    from klineage.gate.worker import is_autotuner_skip
+
+    assert is_autotuner_skip(OutOfResources(294912, 232448, "shared memory"))
+    assert not is_autotuner_skip(RuntimeError("CUDA error: an illegal memory access was encountered"))

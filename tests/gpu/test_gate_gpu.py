@@ -1,0 +1,62 @@
+"""GPU tier (opt-in): the gate on a real CUDA device. Run with `make gpu` or through the device tool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from klineage.config import GateConfig
+from klineage.gate import Stage, Status, run_gate
+from tests.conftest import EXAMPLE
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+HERE = Path(__file__).resolve().parent
+KERNELS = HERE.parents[1] / "src" / "klineage" / "kernels"
+
+
+def test_example_is_accepted_and_timed_against_eager_and_compile() -> None:
+    r = run_gate(
+        EXAMPLE / "problem.py",
+        EXAMPLE / "candidate.py",
+        device="cuda",
+        config=GateConfig(cache=False),
+    )
+    assert r.accepted, r.message
+    assert r.environment is not None and r.environment.gpu_name and r.environment.compute_capability
+    prof = r.stage(Stage.PROFILE)
+    assert prof is not None and prof.status is Status.PASSED
+    large = prof.numbers["regimes"]["large"]
+    assert large["kernel_ms"] > 0 and large["eager_ms"] > 0 and large["compile_ms"] > 0
+    assert 0 < large["pct_of_floor"] <= 100
+
+
+@pytest.mark.parametrize(
+    ("candidate", "words"),
+    [("illegal_address", "illegal memory access"), ("out_of_memory", "out of memory")],
+)
+def test_device_faults_are_rejections_not_crashes(candidate: str, words: str) -> None:
+    r = run_gate(
+        EXAMPLE / "problem.py",
+        HERE / "candidates" / f"{candidate}.py",
+        device="cuda",
+        config=GateConfig(cache=False, timeout_s=120),
+    )
+    assert not r.accepted
+    assert r.failed_stage in (Stage.COMPILE, Stage.CORRECTNESS)
+    assert words in r.message.lower() or "cuda error" in r.message.lower(), r.message
+
+
+@pytest.mark.parametrize("kind", ["expert", "naive"])
+@pytest.mark.parametrize(
+    "workload", sorted(p.name for p in KERNELS.iterdir() if (p / "problem.py").exists())
+)
+def test_corpus_kernel_passes_the_gate_on_every_regime_on_gpu(workload: str, kind: str) -> None:
+    r = run_gate(KERNELS / workload / "problem.py", KERNELS / workload / f"{kind}.py", device="cuda",
+                 config=GateConfig(cache=False, timeout_s=600, allow_suspicious=True, profile_compile=False))  # fmt: skip
+    assert r.accepted, r.message
