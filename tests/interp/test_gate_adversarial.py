@@ -107,7 +107,9 @@ def test_every_autotune_config_is_checked_when_all_are_correct() -> None:
     assert correctness is not None
     assert all(o.configs_checked == 2 for o in correctness.regimes)
     assert "under every launchable config of the 2-config autotune table" in correctness.message
-    assert all("under each of 2 launchable autotune configs" in o.message for o in correctness.regimes)
+    assert all(
+        "under each of 2 launchable autotune configs" in o.message for o in correctness.regimes
+    )
 
 
 def test_problem_whose_inputs_are_not_tensors_is_a_load_error() -> None:
@@ -176,4 +178,7 @@ def test_a_config_the_autotuner_would_skip_is_skipped_and_the_rest_checked() -> 
     assert correctness is not None
     for o in correctness.regimes:
         assert o.configs_checked == 1
-        assert "skipped, as the autotuner skips them: config 2" in o.message and "OutOfResources" in o.message
+        assert (
+            "skipped, as the autotuner skips them: config 2" in o.message
+            and "OutOfResources" in o.message
+        )

@@ -84,4 +84,6 @@ def test_configs_the_autotuner_would_skip_are_recognised() -> None:
     from klineage.gate.worker import is_autotuner_skip
 
     assert is_autotuner_skip(OutOfResources(294912, 232448, "shared memory"))
-    assert not is_autotuner_skip(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert not is_autotuner_skip(
+        RuntimeError("CUDA error: an illegal memory access was encountered")
+    )
