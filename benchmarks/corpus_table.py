@@ -24,12 +24,18 @@ def main(paths: list[str]) -> None:
             row = json.loads(line)
             if "workload" in row:
                 rows[(row["workload"], row["regime"])] = (Path(path).stem.split("-")[-1], row)
-    print("| workload | regime | floor ms | naive | expert | eager | torch.compile | library | expert / library | run |")
+    print(
+        "| workload | regime | floor ms | naive | expert | eager | torch.compile | library | expert / library | run |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (workload, regime), (run, r) in rows.items():
         f = r["floor_ms"]
         lib = f"{r['library']}: {pct(f, r['library_ms'])}" if r.get("library_ms") else "–"
-        ratio = f"{r['library_ms'] / r['expert_ms']:.0%}" if r.get("library_ms") and r.get("expert_ms") else "–"
+        ratio = (
+            f"{r['library_ms'] / r['expert_ms']:.0%}"
+            if r.get("library_ms") and r.get("expert_ms")
+            else "–"
+        )
         print(
             f"| {workload} | {regime} | {f:.3f} ({r['floor_kind']}) | {pct(f, r['naive_ms'])} | {pct(f, r['expert_ms'])} "
             f"| {pct(f, r['eager_ms'])} | {pct(f, r['compile_ms'])} | {lib} | {ratio} | {run} |"

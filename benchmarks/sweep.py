@@ -26,14 +26,18 @@ KERNELS = Path(__file__).resolve().parents[1] / "src" / "klineage" / "kernels"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--workload", required=True)
     ap.add_argument("--kernel", default="expert")
     ap.add_argument("--param", action="append", default=[], help="NAME=v1,v2,... (repeatable)")
     ap.add_argument("--regimes", required=True)
     args = ap.parse_args()
     problem = load_problem(KERNELS / args.workload / "problem.py")
-    module = import_file(KERNELS / args.workload / f"{args.kernel}.py", f"sweep_{args.workload}_{args.kernel}")
+    module = import_file(
+        KERNELS / args.workload / f"{args.kernel}.py", f"sweep_{args.workload}_{args.kernel}"
+    )
     names, values = [], []
     for p in args.param:
         name, _, raw = p.partition("=")
@@ -58,9 +62,16 @@ def main() -> None:
                     got = cand(*inputs)
                     c = compare_outputs(got, want, tol)
                     ms = bench_ms(lambda: cand(*inputs)) if c.ok else float("nan")  # noqa: B023 - called now
-                    print(f"{args.workload} {regime:16s} {label:50s} {'ok ' if c.ok else 'BAD'} {ms:.4f} ms {c.message[:80]}", flush=True)
-                except Exception as e:  # a combination that does not compile is a finding, not a crash
-                    print(f"{args.workload} {regime:16s} {label:50s} ERR {type(e).__name__}: {str(e).splitlines()[0][:100]}", flush=True)
+                    print(
+                        f"{args.workload} {regime:16s} {label:50s} {'ok ' if c.ok else 'BAD'} {ms:.4f} ms {c.message[:80]}",
+                        flush=True,
+                    )
+                # A combination that does not compile is a finding, not a crash.
+                except Exception as e:
+                    print(
+                        f"{args.workload} {regime:16s} {label:50s} ERR {type(e).__name__}: {str(e).splitlines()[0][:100]}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":
