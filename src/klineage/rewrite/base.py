@@ -1,0 +1,256 @@
+"""Rewrite passes: one optimization per pass, both directions, never raising.
+
+A pass knows one optimization. Backward, it finds the sites where the optimization is present
+in a kernel file and returns the source with exactly that optimization removed at one site,
+meaning kept. Forward, it finds the sites where the optimization is absent but could apply and
+returns the optimized source, given parameters (the values an expert used: block sizes, stages,
+group size...). "Does not apply here" is a `RewriteResult` with `applied=False` and a reason,
+never an exception (LibCST codemods' habit).
+
+Passes work on source text and parse it with LibCST, so comments and formatting survive.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+
+@dataclass(frozen=True)
+class Site:
+    """One place a pass can act on: the index-th match of that pass in the file."""
+
+    pass_name: str
+    direction: str  # "backward" (optimization present) or "forward" (absent, could apply)
+    index: int
+    line: int
+    function: str  # the enclosing function (kernel or launcher), "" at module level
+    description: str
+    # What the site holds now (backward: the expert's values, e.g. {"num_stages": 3}); forward
+    # passes take their parameters from here when none are given.
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.pass_name}@{self.function or '<module>'}:{self.line}#{self.index}"
+
+
+@dataclass
+class RewriteResult:
+    applied: bool
+    reason: str
+    source: str | None = None
+    site: Site | None = None
+
+    @classmethod
+    def skip(cls, reason: str, site: Site | None = None) -> RewriteResult:
+        return cls(False, reason, None, site)
+
+
+class RewritePass(ABC):
+    """Subclasses set NAME (the optimization it adds), DESCRIPTION, CATEGORY and ANCHOR."""
+
+    NAME: ClassVar[str]
+    DESCRIPTION: ClassVar[str]  # what the optimization does and why it helps (forward)
+    CATEGORY: ClassVar[str]  # memory, parallelism, arithmetic, tuning, control-flow, hardware
+    ANCHOR: ClassVar[str]  # the code construct it attaches to, e.g. "K-loop with tl.dot"
+
+    @abstractmethod
+    def backward_sites(self, source: str) -> list[Site]:
+        """Sites where the optimization is present."""
+
+    @abstractmethod
+    def simplify(self, source: str, site: Site) -> RewriteResult:
+        """The source with the optimization removed at `site`, meaning kept."""
+
+    def forward_sites(self, source: str) -> list[Site]:
+        """Sites where the optimization is absent but could apply. Default: none."""
+        return []
+
+    def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
+        """The source with the optimization added at `site`. Default: not implemented."""
+        return RewriteResult.skip(f"{self.NAME} has no forward rewrite")
+
+    # Helpers shared by passes -------------------------------------------------------------
+
+    def site(
+        self,
+        direction: str,
+        index: int,
+        node_line: int,
+        function: str,
+        description: str,
+        **params: Any,
+    ) -> Site:
+        return Site(self.NAME, direction, index, node_line, function, description, params)
+
+    def safe(self, fn: Any, *args: Any) -> Any:
+        """Run a pass step; a parse or transform error becomes a skip, never an exception."""
+        try:
+            return fn(*args)
+        except cst.ParserSyntaxError as e:
+            return RewriteResult.skip(f"source does not parse: {e.message} (line {e.raw_line})")
+        except Exception as e:  # a pass bug must not kill a walk; it is reported as a skip
+            return RewriteResult.skip(f"{self.NAME} failed: {type(e).__name__}: {e}")
+
+
+def parse(source: str) -> cst.Module:
+    return cst.parse_module(source)
+
+
+def positions(module: cst.Module) -> tuple[MetadataWrapper, Any]:
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    return wrapper, wrapper.resolve(PositionProvider)
+
+
+def dotted(node: cst.BaseExpression) -> str:
+    """'tl.load' for Attribute(Name('tl'), 'load'); '' for anything that is not a dotted name."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = dotted(node.value)
+        return f"{head}.{node.attr.value}" if head else ""
+    return ""
+
+
+def is_call_to(node: cst.CSTNode, *names: str) -> bool:
+    """A call whose callee is one of `names` (matched on the last dotted parts, so an alias
+    `import triton.language as lang` still matches 'tl.load' via 'load' + a module prefix)."""
+    if not isinstance(node, cst.Call):
+        return False
+    callee = dotted(node.func)
+    for name in names:
+        if callee == name:
+            return True
+        tail = name.split(".")[-1]
+        if callee.endswith("." + tail) and callee.split(".")[0] in (
+            "tl",
+            "triton",
+            "lang",
+            "language",
+        ):
+            return True
+    return False
+
+
+def is_triton_jit(decorator: cst.Decorator) -> bool:
+    d = decorator.decorator
+    target = d.func if isinstance(d, cst.Call) else d
+    name = dotted(target)
+    return name in ("triton.jit", "jit") or name.endswith(".jit")
+
+
+def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a
+    return None
+
+
+def without_kwargs(call: cst.Call, names: set[str]) -> cst.Call:
+    """The call with the named keyword arguments removed (and trailing commas fixed)."""
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in names)]
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+class FunctionTracker(cst.CSTVisitor):
+    """Base visitor that knows the enclosing function name and whether it is a @triton.jit."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[str, bool]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.stack.append((node.name.value, any(is_triton_jit(d) for d in node.decorators)))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.stack.pop()
+
+    @property
+    def function(self) -> str:
+        return self.stack[-1][0] if self.stack else ""
+
+    @property
+    def in_kernel(self) -> bool:
+        return any(jit for _, jit in self.stack)
+
+
+@dataclass
+class CallMatch:
+    node: cst.Call
+    line: int
+    function: str
+
+
+class _CallCollector(FunctionTracker):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, predicate: Any, kernels_only: bool) -> None:
+        super().__init__()
+        self.predicate = predicate
+        self.kernels_only = kernels_only
+        self.found: list[CallMatch] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.kernels_only and not self.in_kernel:
+            return
+        if self.predicate(node):
+            line = self.get_metadata(PositionProvider, node).start.line
+            self.found.append(CallMatch(node, line, self.function))
+
+
+def find_calls(source: str, predicate: Any, kernels_only: bool = True) -> list[CallMatch]:
+    """Calls matching `predicate`, in source order (inside @triton.jit functions by default)."""
+    wrapper = MetadataWrapper(parse(source))
+    collector = _CallCollector(predicate, kernels_only)
+    wrapper.visit(collector)
+    return collector.found
+
+
+class _NthCallReplacer(cst.CSTTransformer):
+    def __init__(self, predicate: Any, kernels_only: bool, index: int, replace: Any) -> None:
+        self.predicate = predicate
+        self.kernels_only = kernels_only
+        self.index = index
+        self.replace = replace
+        self.seen = -1
+        self.depth_jit: list[bool] = []
+        self.done = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.depth_jit.append(any(is_triton_jit(d) for d in node.decorators))
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self.depth_jit.pop()
+        return updated_node
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if self.kernels_only and not any(self.depth_jit):
+            return updated_node
+        if not self.predicate(original_node):
+            return updated_node
+        self.seen += 1
+        if self.seen != self.index:
+            return updated_node
+        self.done = True
+        return self.replace(updated_node)
+
+
+def replace_nth_call(
+    source: str, predicate: Any, index: int, replace: Any, kernels_only: bool = True
+) -> str | None:
+    """The source with the index-th matching call replaced by replace(call); None if absent.
+
+    Calls are counted in post-order (inner calls first), the order find_calls reports them in
+    for non-nested matches; passes whose matches can nest must not rely on the index alone."""
+    module = parse(source)
+    t = _NthCallReplacer(predicate, kernels_only, index, replace)
+    new = module.visit(t)
+    return new.code if t.done else None
