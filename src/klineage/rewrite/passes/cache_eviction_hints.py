@@ -52,11 +52,8 @@ class CacheEvictionHints(RewritePass):
     def _backward_sites(self, source: str) -> list[Site]:
         out = []
         for i, m in enumerate(find_calls(source, _hinted)):
-            hints = {
-                h: cst.Module([]).code_for_node(kwarg(m.node, h).value)
-                for h in HINTS
-                if kwarg(m.node, h) is not None
-            }  # type: ignore[union-attr]
+            found = {h: kwarg(m.node, h) for h in HINTS}
+            hints = {h: cst.Module([]).code_for_node(a.value) for h, a in found.items() if a is not None}
             out.append(
                 self.site(
                     "backward",
