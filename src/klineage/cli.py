@@ -6,6 +6,7 @@ Exit codes: 0 accepted / success, 1 rejected, 2 usage or loading error.
 from __future__ import annotations
 
 import ast
+import json
 import sys
 from importlib import resources
 from pathlib import Path
@@ -250,6 +251,230 @@ def demo(
         else "[red]demo: unexpected verdicts[/]"
     )
     raise typer.Exit(0 if ok else 1)
+
+
+def _open_store(db: Path | None) -> Any:
+    from klineage.store import open_store
+
+    return open_store(db)
+
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        help="SQLite database (default: $KLINEAGE_DB or ~/.local/share/klineage/klineage.db).",
+    ),
+]
+
+
+def render_lineage(view: Any) -> None:
+    lin = view.lineage
+    console.print(f"[bold]lineage {lin.id}[/]  {escape(Path(lin.expert_path).name)} on {escape(Path(lin.problem_path).name)}, "
+                  f"device {lin.device}, policy {lin.policy}: [bold]{lin.status}[/] ({escape(lin.stop_reason)})")  # fmt: skip
+    table = Table(
+        title="expert -> simplest (each step removes one optimization)", title_justify="left"
+    )
+    table.add_column("step", justify="right")
+    table.add_column("removed (pass)", no_wrap=True)
+    table.add_column("where")
+    table.add_column("held on regimes")
+    table.add_column("speedup it bought, per regime", overflow="fold")
+    for s in view.path:
+        speed = (
+            ", ".join(f"{r} {x:.2f}x" for r, x in s.speedup.items())
+            if s.speedup
+            else "[yellow]not measured[/]"
+        )
+        table.add_row(
+            str(s.step),
+            s.rewrite,
+            escape(f"{s.function}:{s.line} {s.description}"),
+            ", ".join(s.held_regimes),
+            speed,
+        )
+    console.print(table)
+    rejected = [s for s in view.steps if s.applied and not s.accepted]
+    skipped = [s for s in view.steps if not s.applied]
+    if rejected:
+        rt = Table(
+            title="rejected by the gate (the failures these optimizations' assumptions avoid)",
+            title_justify="left",
+        )
+        rt.add_column("step", justify="right")
+        rt.add_column("pass")
+        rt.add_column("where")
+        rt.add_column("stage: why", overflow="fold")
+        for s in rejected:
+            rt.add_row(
+                str(s.step),
+                s.rewrite,
+                escape(f"{s.function}:{s.line}"),
+                escape(f"{s.stage}: {s.message[:300]}"),
+            )
+        console.print(rt)
+    console.print(
+        f"[dim]{len(view.steps)} attempts: {len(view.path)} accepted steps, {len(rejected)} rejected, {len(skipped)} did not apply[/]"
+    )
+
+
+@app.command()
+def distill(
+    problem: Annotated[Path, typer.Argument(help="KernelBench problem file the expert solves.")],
+    expert: Annotated[
+        Path, typer.Argument(help="Expert candidate file (ModelNew with Triton kernels).")
+    ],
+    device: Annotated[
+        str,
+        typer.Option(
+            help="cpu (interpreter: correctness only) or cuda (also measures each step's effect)."
+        ),
+    ] = "cpu",
+    policy: Annotated[
+        str,
+        typer.Option(
+            help="least_cost (default), most_cost, first or exhaustive; see docs/LINEAGE.md."
+        ),
+    ] = "least_cost",
+    max_steps: Annotated[int, typer.Option(help="Stop after this many accepted steps.")] = 50,
+    regime: Annotated[
+        list[str],
+        typer.Option(
+            "--regime", "-r", help="Regime to gate on (repeatable); default: the device's set."
+        ),
+    ] = [],  # noqa: B006
+    passes: Annotated[
+        str, typer.Option(help="Comma-separated rewrite passes to use (default: all).")
+    ] = "",
+    timeout: Annotated[float, typer.Option(help="Seconds one gate call may take.")] = 120.0,
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the lineage as JSON.")] = False,
+) -> None:
+    """Walk an expert kernel backward: propose every one-optimization simplification, gate it, keep
+    one per step (chosen by --policy), until no registered optimization remains.
+
+    Every attempt is stored as soon as it is gated; rerun the same command to resume an
+    interrupted walk. Example:
+
+      klineage distill src/klineage/kernels/softmax/problem.py src/klineage/kernels/softmax/expert.py
+    """
+    from klineage.lineage import distill as run_distill
+    from klineage.lineage import load_view
+
+    config = GateConfig.from_env().model_copy(
+        update={"timeout_s": timeout, "profile_compile": False, "allow_suspicious": True}
+    )
+    try:
+        store = _open_store(db)
+        names = [n for n in passes.split(",") if n] or None
+        if as_json:
+            lid = run_distill(
+                problem,
+                expert,
+                store=store,
+                device=device,
+                policy=policy,
+                max_steps=max_steps,
+                regimes=regime,
+                config=config,
+                pass_names=names,
+            )
+        else:
+            with console.status("distill: gating the expert") as status:
+                counts = {"gated": 0, "accepted": 0, "step": 0}
+
+                def on_event(kind: str, data: dict[str, Any]) -> None:
+                    if kind == "step":
+                        counts["step"] = data["step"]
+                    elif kind == "attempt":
+                        status.update(f"distill step {counts['step']}: trying {data['pass']} at {data['site'].split('@')[-1]} "
+                                      f"({counts['gated']} gate calls, {counts['accepted']} steps so far)")  # fmt: skip
+                    elif kind == "result":
+                        counts["gated"] += int(data["applied"])
+                        mark = (
+                            "[green]kept[/]"
+                            if data["accepted"]
+                            else ("[red]rejected[/]" if data["applied"] else "[dim]n/a[/]")
+                        )
+                        console.print(f"  step {counts['step']:>2} {mark} {data['pass']} {escape(data['site'].split('@')[-1])}"
+                                      + ("" if data["accepted"] else f" [dim]{escape(data['message'][:120])}[/]"))  # fmt: skip
+                    elif kind == "accepted":
+                        counts["accepted"] += 1
+                    elif kind == "resume":
+                        console.print(f"resuming lineage {data['id']} at step {data['step']}")
+
+                lid = run_distill(
+                    problem,
+                    expert,
+                    store=store,
+                    device=device,
+                    policy=policy,
+                    max_steps=max_steps,
+                    regimes=regime,
+                    config=config,
+                    pass_names=names,
+                    on_event=on_event,
+                )
+        view = load_view(store, lid)
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    if as_json:
+        print(json.dumps(view.as_json(), indent=2))
+    else:
+        render_lineage(view)
+    raise typer.Exit(0 if view.lineage.status == "done" else 1)
+
+
+lineage_app = typer.Typer(help="Show stored lineages.", no_args_is_help=True)
+app.add_typer(lineage_app, name="lineage")
+
+
+@lineage_app.command("show")
+def lineage_show(
+    lineage_id: Annotated[
+        str, typer.Argument(metavar="ID", help="Lineage id (a unique prefix is enough).")
+    ],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    source: Annotated[
+        int | None, typer.Option("--source", help="Print the kernel source at this step.")
+    ] = None,
+) -> None:
+    """Show a stored lineage: its steps, the regimes where each held, the effects and rejections."""
+    from klineage.lineage import load_view
+
+    try:
+        view = load_view(_open_store(db), lineage_id)
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    if source is not None:
+        if not 0 <= source < len(view.sources):
+            err_console.print(f"[red]error:[/] step {source} not in 0..{len(view.sources) - 1}")
+            raise typer.Exit(2)
+        print(view.sources[source])
+    elif as_json:
+        print(json.dumps(view.as_json(), indent=2))
+    else:
+        render_lineage(view)
+
+
+@lineage_app.command("list")
+def lineage_list(db: DbOption = None) -> None:
+    """List stored lineages."""
+    try:
+        store = _open_store(db)
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    table = Table()
+    for col in ("id", "expert", "device", "policy", "status", "steps", "updated"):
+        table.add_column(col)
+    for lin in store.list_lineages():
+        table.add_row(lin.id, escape(str(Path(lin.expert_path).relative_to(Path.cwd()) if Path(lin.expert_path).is_relative_to(Path.cwd()) else lin.expert_path)),
+                      lin.device, lin.policy, f"{lin.status} ({lin.stop_reason})", str(len(store.nodes(lin.id)) - 1), lin.updated)  # fmt: skip
+    console.print(table)
 
 
 @app.command()

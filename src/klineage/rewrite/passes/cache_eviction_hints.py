@@ -53,7 +53,9 @@ class CacheEvictionHints(RewritePass):
         out = []
         for i, m in enumerate(find_calls(source, _hinted)):
             found = {h: kwarg(m.node, h) for h in HINTS}
-            hints = {h: cst.Module([]).code_for_node(a.value) for h, a in found.items() if a is not None}
+            hints = {
+                h: cst.Module([]).code_for_node(a.value) for h, a in found.items() if a is not None
+            }
             out.append(
                 self.site(
                     "backward",

@@ -1,0 +1,97 @@
+"""A stored lineage, read back for display and JSON: the chain expert -> ... -> simplest, and
+every attempt with its verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from klineage.lineage.walk import kernel_ms
+from klineage.store import Store
+from klineage.store.db import LineageRow, StoreError
+
+
+def _held_regimes(gate: dict[str, Any] | None) -> list[str]:
+    for stage in (gate or {}).get("stages", []):
+        if stage["stage"] == "correctness":
+            return [r["regime"] for r in stage.get("regimes", []) if r["status"] == "passed"]
+    return []
+
+
+@dataclass
+class StepView:
+    step: int
+    rewrite: str
+    site: str
+    description: str
+    function: str
+    line: int
+    applied: bool
+    accepted: bool
+    chosen: bool
+    stage: str | None
+    message: str
+    reason: str
+    held_regimes: list[str] = field(default_factory=list)
+    # Per regime: child time / parent time, i.e. what the optimization buys (> 1 = it helps).
+    speedup: dict[str, float] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class LineageView:
+    lineage: LineageRow
+    steps: list[StepView]
+    path: list[StepView]
+    sources: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        lin = self.lineage
+        measured = any(s.speedup for s in self.path)
+        return {
+            "id": lin.id, "problem": lin.problem_path, "expert": lin.expert_path, "device": lin.device, "policy": lin.policy,
+            "status": lin.status, "stop_reason": lin.stop_reason, "environment": lin.environment,
+            "effects": "measured" if measured else "not measured (no GPU)",
+            "steps": [s.as_json() for s in self.steps],
+            "path": [s.as_json() for s in self.path],
+        }  # fmt: skip
+
+
+def load_view(store: Store, lid: str) -> LineageView:
+    lin = store.get_lineage(lid)
+    if lin is None:
+        raise StoreError(
+            f"no lineage {lid!r} in {store.path}; `klineage lineage list` shows the stored ones"
+        )
+    nodes = store.nodes(lin.id)
+    by_id = {n.id: n for n in nodes}
+    chosen = {n.via_attempt for n in nodes if n.via_attempt is not None}
+    steps = []
+    for a in store.attempts(lin.id):
+        parent = by_id.get(a.parent_id)
+        speed: dict[str, float] = {}
+        if a.accepted and a.gate is not None and parent is not None:
+            p, c = kernel_ms(parent.gate), kernel_ms(a.gate)
+            speed = {r: c[r] / p[r] for r in p if r in c and p[r] > 0}
+        steps.append(
+            StepView(
+                step=a.step,
+                rewrite=a.pass_name,
+                site=a.site_key,
+                description=a.site.get("description", ""),
+                function=a.site.get("function", ""),
+                line=int(a.site.get("line", 0)),
+                applied=a.applied,
+                accepted=a.accepted,
+                chosen=a.id in chosen,
+                stage=a.failed_stage,
+                message=a.message,
+                reason=a.reason,
+                held_regimes=_held_regimes(a.gate) if a.accepted else [],
+                speedup=speed,
+            )
+        )
+    path = [s for s in steps if s.chosen]
+    return LineageView(lin, steps, path, [n.source for n in nodes])

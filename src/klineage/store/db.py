@@ -1,0 +1,267 @@
+"""The klineage database: one SQLite file (WAL, foreign keys), migrated on open.
+
+Every write is its own transaction, committed before the call returns, so a walk killed with
+SIGKILL loses at most the gate call that was running.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from klineage.errors import KLineageError
+from klineage.store.migrations import MIGRATIONS
+
+
+def default_db_path() -> Path:
+    """$KLINEAGE_DB, else $XDG_DATA_HOME/klineage/klineage.db (~/.local/share/klineage/klineage.db)."""
+    raw = os.environ.get("KLINEAGE_DB")
+    if raw:
+        return Path(raw)
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "klineage" / "klineage.db"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+class StoreError(KLineageError):
+    pass
+
+
+@dataclass
+class LineageRow:
+    id: str
+    problem_path: str
+    expert_path: str
+    device: str
+    policy: str
+    regimes: list[str]
+    status: str
+    stop_reason: str
+    environment: dict[str, Any] | None
+    created: str
+    updated: str
+
+
+@dataclass
+class NodeRow:
+    id: int
+    lineage_id: str
+    step: int
+    parent_id: int | None
+    via_attempt: int | None
+    source: str
+    gate: dict[str, Any]
+
+
+@dataclass
+class AttemptRow:
+    id: int
+    parent_id: int
+    step: int
+    pass_name: str
+    site_key: str
+    site: dict[str, Any]
+    applied: bool
+    accepted: bool
+    reason: str
+    failed_stage: str | None
+    message: str
+    candidate: str | None
+    gate: dict[str, Any] | None
+    seconds: float
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(
+                f"{self.path}: not a usable klineage database ({e}); move it aside or set KLINEAGE_DB"
+            ) from e
+        self.conn.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this klineage ({len(MIGRATIONS)}): upgrade klineage"
+            )
+        for i in range(version, len(MIGRATIONS)):
+            with self.tx() as c:
+                for statement in MIGRATIONS[i].split(";"):
+                    if statement.strip():
+                        c.execute(statement)
+                c.execute(f"PRAGMA user_version = {i + 1}")
+
+    # lineages -------------------------------------------------------------------------------
+
+    def create_lineage(
+        self,
+        lid: str,
+        problem: str,
+        expert: str,
+        problem_sha: str,
+        expert_sha: str,
+        device: str,
+        policy: str,
+        regimes: list[str],
+    ) -> None:
+        with self.tx() as c:
+            c.execute(
+                "INSERT INTO lineages (id, problem_path, expert_path, problem_sha, expert_sha, device, policy, regimes, status, created, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+                (
+                    lid,
+                    problem,
+                    expert,
+                    problem_sha,
+                    expert_sha,
+                    device,
+                    policy,
+                    json.dumps(regimes),
+                    _now(),
+                    _now(),
+                ),
+            )
+
+    def set_lineage_status(
+        self,
+        lid: str,
+        status: str,
+        stop_reason: str = "",
+        environment: dict[str, Any] | None = None,
+    ) -> None:
+        with self.tx() as c:
+            c.execute(
+                "UPDATE lineages SET status = ?, stop_reason = ?, updated = ? WHERE id = ?",
+                (status, stop_reason, _now(), lid),
+            )
+            if environment is not None:
+                c.execute(
+                    "UPDATE lineages SET environment = ? WHERE id = ?",
+                    (json.dumps(environment), lid),
+                )
+
+    def get_lineage(self, lid: str) -> LineageRow | None:
+        row = self.conn.execute(
+            "SELECT * FROM lineages WHERE id = ? OR id LIKE ?", (lid, f"{lid}%")
+        ).fetchall()
+        if len(row) > 1:
+            raise StoreError(
+                f"lineage id {lid!r} is ambiguous: {', '.join(r['id'][:12] for r in row)}"
+            )
+        return self._lineage(row[0]) if row else None
+
+    def list_lineages(self) -> list[LineageRow]:
+        return [
+            self._lineage(r) for r in self.conn.execute("SELECT * FROM lineages ORDER BY created")
+        ]
+
+    @staticmethod
+    def _lineage(r: sqlite3.Row) -> LineageRow:
+        return LineageRow(
+            id=r["id"], problem_path=r["problem_path"], expert_path=r["expert_path"], device=r["device"], policy=r["policy"],
+            regimes=json.loads(r["regimes"]), status=r["status"], stop_reason=r["stop_reason"],
+            environment=json.loads(r["environment"]) if r["environment"] else None, created=r["created"], updated=r["updated"],
+        )  # fmt: skip
+
+    # nodes ----------------------------------------------------------------------------------
+
+    def add_node(
+        self,
+        lid: str,
+        step: int,
+        parent_id: int | None,
+        via_attempt: int | None,
+        source: str,
+        source_sha: str,
+        gate: dict[str, Any],
+    ) -> int:
+        with self.tx() as c:
+            cur = c.execute(
+                "INSERT INTO nodes (lineage_id, step, parent_id, via_attempt, source, source_sha, gate, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (lid, step, parent_id, via_attempt, source, source_sha, json.dumps(gate), _now()),
+            )
+            c.execute("UPDATE lineages SET updated = ? WHERE id = ?", (_now(), lid))
+            return int(cur.lastrowid or 0)
+
+    def nodes(self, lid: str) -> list[NodeRow]:
+        rows = self.conn.execute("SELECT * FROM nodes WHERE lineage_id = ? ORDER BY step", (lid,))
+        return [
+            NodeRow(
+                r["id"],
+                r["lineage_id"],
+                r["step"],
+                r["parent_id"],
+                r["via_attempt"],
+                r["source"],
+                json.loads(r["gate"]),
+            )
+            for r in rows
+        ]
+
+    # attempts -------------------------------------------------------------------------------
+
+    def add_attempt(self, lid: str, parent_id: int, step: int, pass_name: str, site_key: str, site: dict[str, Any], *, applied: bool, accepted: bool,
+                    reason: str, failed_stage: str | None = None, message: str = "", candidate: str | None = None, candidate_sha: str | None = None,
+                    gate: dict[str, Any] | None = None, seconds: float = 0.0) -> int:  # fmt: skip
+        with self.tx() as c:
+            cur = c.execute(
+                "INSERT OR REPLACE INTO attempts (lineage_id, parent_id, step, pass_name, site_key, site, applied, accepted, reason, failed_stage, message,"
+                " candidate, candidate_sha, gate, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (lid, parent_id, step, pass_name, site_key, json.dumps(site), int(applied), int(accepted), reason, failed_stage, message,
+                 candidate, candidate_sha, json.dumps(gate) if gate is not None else None, seconds, _now()),
+            )  # fmt: skip
+            return int(cur.lastrowid or 0)
+
+    def attempts(self, lid: str, parent_id: int | None = None) -> list[AttemptRow]:
+        if parent_id is None:
+            rows = self.conn.execute(
+                "SELECT * FROM attempts WHERE lineage_id = ? ORDER BY id", (lid,)
+            )
+        else:
+            rows = self.conn.execute(
+                "SELECT * FROM attempts WHERE lineage_id = ? AND parent_id = ? ORDER BY id",
+                (lid, parent_id),
+            )
+        return [
+            AttemptRow(
+                r["id"], r["parent_id"], r["step"], r["pass_name"], r["site_key"], json.loads(r["site"]), bool(r["applied"]), bool(r["accepted"]),
+                r["reason"], r["failed_stage"], r["message"], r["candidate"], json.loads(r["gate"]) if r["gate"] else None, r["seconds"],
+            )
+            for r in rows
+        ]  # fmt: skip
+
+
+def open_store(path: Path | None = None) -> Store:
+    return Store(path or default_db_path())
