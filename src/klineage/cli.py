@@ -478,6 +478,49 @@ def lineage_list(db: DbOption = None) -> None:
 
 
 @app.command()
+def passes(
+    source: Annotated[
+        Path | None,
+        typer.Argument(help="Optional kernel file: list the sites each pass finds in it."),
+    ] = None,
+) -> None:
+    """List the registered rewrite passes (one optimization each); with a kernel file, the sites
+    where each optimization is present (backward) or could apply (forward)."""
+    from klineage.rewrite import all_passes
+    from klineage.rewrite.passes import BROKEN
+
+    registered = all_passes()
+    text = source.read_text(encoding="utf-8") if source is not None else None
+    table = Table(
+        title=f"{len(registered)} rewrite passes" + (f" on {source}" if source else ""),
+        title_justify="left",
+    )
+    for col in (
+        "pass",
+        "category",
+        "anchor",
+        "adds" if text is None else "present (backward sites)",
+        *(() if text is None else ("could apply (forward)",)),
+    ):
+        table.add_column(col, overflow="fold")
+    for name, p in registered.items():
+        if text is None:
+            table.add_row(name, p.CATEGORY, escape(p.ANCHOR), escape(p.DESCRIPTION))
+        else:
+            back = (
+                "\n".join(
+                    escape(f"{s.function}:{s.line} {s.description}") for s in p.backward_sites(text)
+                )
+                or "[dim]-[/]"
+            )
+            fwd = str(len(p.forward_sites(text))) or "0"
+            table.add_row(name, p.CATEGORY, escape(p.ANCHOR), back, fwd)
+    console.print(table)
+    for name, error in BROKEN.items():
+        err_console.print(f"[red]pass module {name} failed to import:[/] {escape(error)}")
+
+
+@app.command()
 def version() -> None:
     """Print klineage, torch and triton versions."""
     import torch

@@ -185,8 +185,27 @@ class Walk:
             if a.applied and not a.accepted
         }
 
+    def _settled(self, lid: str) -> tuple[set[tuple[str, str, str]], set[tuple[str, str]]]:
+        """What earlier nodes settled: named sites already simplified once (a block size is
+        shrunk once, not halved down to the minimum step by step), and candidates that did not
+        apply (a computed block size stays computed), which are not retried."""
+        done, inapplicable = set(), set()
+        for a in self.store.attempts(lid):
+            name = (a.site.get("params") or {}).get("name")
+            if a.accepted and name:
+                done.add((a.pass_name, a.site.get("function", ""), str(name)))
+            if not a.applied:
+                inapplicable.add((a.pass_name, a.site.get("description", "")))
+        return done, inapplicable
+
     def _step(self, lid: str, node: Any) -> int | None:
-        candidates = [(p, s) for p in self.passes.values() for s in p.backward_sites(node.source)]
+        done_names, inapplicable = self._settled(lid)
+        candidates = [
+            (p, s)
+            for p in self.passes.values()
+            for s in p.backward_sites(node.source)
+            if (p.NAME, s.function, str(s.params.get("name"))) not in done_names and (p.NAME, s.description) not in inapplicable
+        ]
         if not candidates:
             self._finish(lid, "no registered optimization remains")
             return None
