@@ -1,0 +1,57 @@
+"""causal_block_skipping round trip on the attention expert and an unseen kernel (CPU gate)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from klineage.config import GateConfig
+from klineage.gate import run_gate
+from klineage.rewrite import get_pass
+
+pytestmark = pytest.mark.interpreter
+
+ROOT = Path(__file__).resolve().parents[2]
+ATTENTION = ROOT / "src" / "klineage" / "kernels" / "attention"
+UNSEEN = Path(__file__).resolve().parent / "unseen" / "causal_block_skipping_single_loop.py"
+
+
+def _gate(problem: Path, source: str, path: Path) -> None:
+    path.write_text(source)
+    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
+    assert r.accepted, r.message
+
+
+def test_attention_expert_unsplit_then_split_again(tmp_path: Path) -> None:
+    p = get_pass("causal_block_skipping")
+    expert = (ATTENTION / "expert.py").read_text()
+    (site,) = p.backward_sites(expert)
+    assert site.params["form"] == "split" and site.function == "_attn_fwd_kernel"
+    simple = p.simplify(expert, site)
+    assert simple.applied and simple.source is not None
+    assert "0, N_CTX, qk_scale," in simple.source
+    assert simple.source.count("_attn_fwd_inner(") == expert.count("_attn_fwd_inner(") - 1
+    _gate(ATTENTION / "problem.py", simple.source, tmp_path / "simplified.py")
+
+    assert p.backward_sites(simple.source) == []
+    (fwd,) = p.forward_sites(simple.source)
+    assert fwd.function == site.function and abs(fwd.line - site.line) <= 8
+    restored = p.apply(simple.source, fwd, site.params)
+    assert restored.applied and restored.source == expert
+    _gate(ATTENTION / "problem.py", restored.source, tmp_path / "restored.py")
+
+
+def test_unseen_single_loop_kernel(tmp_path: Path) -> None:
+    p = get_pass("causal_block_skipping")
+    source = UNSEEN.read_text()
+    (site,) = p.backward_sites(source)
+    assert site.params == {
+        "form": "loop",
+        "bound": "lang.minimum((qb + 1) * BLOCK_Q, seq_len) if CAUSAL else seq_len",
+    }
+    simple = p.simplify(source, site)
+    assert simple.applied and simple.source is not None and "stop = seq_len\n" in simple.source
+    _gate(ATTENTION / "problem.py", simple.source, tmp_path / "unseen_simplified.py")
+    (fwd,) = p.forward_sites(simple.source)
+    assert p.apply(simple.source, fwd, site.params).source == source
