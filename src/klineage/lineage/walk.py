@@ -204,7 +204,8 @@ class Walk:
             (p, s)
             for p in self.passes.values()
             for s in p.backward_sites(node.source)
-            if (p.NAME, s.function, str(s.params.get("name"))) not in done_names and (p.NAME, s.description) not in inapplicable
+            if (p.NAME, s.function, str(s.params.get("name"))) not in done_names
+            and (p.NAME, s.description) not in inapplicable
         ]
         if not candidates:
             self._finish(lid, "no registered optimization remains")
