@@ -231,7 +231,14 @@ class Walk:
             if accepted and lazy:
                 break
         if not accepted:
-            self._finish(lid, "no simplification passes the gate")
+            tried = self.store.attempts(lid, node.id)
+            if tried and not any(a.applied for a in tried):
+                self._finish(
+                    lid,
+                    "no registered optimization remains (the sites left are ones no pass can simplify)",
+                )
+            else:
+                self._finish(lid, "no simplification passes the gate")
             return None
         aid, gate, source = self._choose(node.gate, accepted)
         nid = self.store.add_node(lid, node.step + 1, node.id, aid, source, sha(source), gate)
