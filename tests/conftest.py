@@ -29,3 +29,13 @@ def _seed_rng() -> None:
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     # Tests must never read verdicts cached by an earlier run of different code.
     os.environ["KLINEAGE_CACHE_DIR"] = str(tmp_path_factory.mktemp("klineage-cache"))
+
+
+def assert_gate_accepts(problem: Path, source: str, path: Path) -> None:
+    """Write `source` to `path` and assert the CPU gate accepts it against `problem`."""
+    from klineage.config import GateConfig
+    from klineage.gate import run_gate
+
+    path.write_text(source)
+    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
+    assert r.accepted, r.message

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from klineage.config import GateConfig
-from klineage.gate import run_gate
 from klineage.rewrite import get_pass
+from tests.conftest import assert_gate_accepts as _gate
 
 pytestmark = pytest.mark.interpreter
 
@@ -16,12 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "src" / "klineage" / "kernels"
 SOFTMAX_PROBLEM = ROOT / "src" / "klineage" / "examples" / "softmax" / "problem.py"
 UNSEEN = Path(__file__).resolve().parent / "unseen" / "block_size_softmax.py"
-
-
-def _gate(problem: Path, source: str, path: Path) -> None:
-    path.write_text(source)
-    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
-    assert r.accepted, r.message
 
 
 def test_cross_entropy_chunk_halved_then_restored(tmp_path: Path) -> None:

@@ -6,21 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from klineage.config import GateConfig
-from klineage.gate import run_gate
 from klineage.rewrite import get_pass
+from tests.conftest import assert_gate_accepts as _gate
 
 pytestmark = pytest.mark.interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTENTION = ROOT / "src" / "klineage" / "kernels" / "attention"
 UNSEEN = Path(__file__).resolve().parent / "unseen" / "causal_block_skipping_single_loop.py"
-
-
-def _gate(problem: Path, source: str, path: Path) -> None:
-    path.write_text(source)
-    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
-    assert r.accepted, r.message
 
 
 def test_attention_expert_unsplit_then_split_again(tmp_path: Path) -> None:

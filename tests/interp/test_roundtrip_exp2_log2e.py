@@ -6,21 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from klineage.config import GateConfig
-from klineage.gate import run_gate
 from klineage.rewrite import get_pass
+from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "src" / "klineage" / "kernels"
 UNSEEN = Path(__file__).resolve().parent / "unseen"
-
-
-def _accepted(problem: Path, source: str, path: Path) -> None:
-    path.write_text(source)
-    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
-    assert r.accepted, r.message
 
 
 def test_cross_entropy_log2_site_round_trips_through_the_gate(tmp_path: Path) -> None:

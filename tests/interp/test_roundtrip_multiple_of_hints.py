@@ -6,20 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from klineage.config import GateConfig
-from klineage.gate import run_gate
 from klineage.rewrite import get_pass
+from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
 
 KERNELS = Path(__file__).resolve().parents[2] / "src" / "klineage" / "kernels"
 UNSEEN = Path(__file__).resolve().parent / "unseen"
-
-
-def _accepted(problem: Path, source: str, path: Path) -> None:
-    path.write_text(source)
-    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
-    assert r.accepted, r.message
 
 
 def test_matmul_offsets_hint_round_trips_through_the_gate(tmp_path: Path) -> None:

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from klineage.config import GateConfig
-from klineage.gate import run_gate
 from klineage.rewrite import get_pass
+from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
 
@@ -24,12 +23,6 @@ SITES = {
     "layernorm": 0,
     "cross_entropy": 0,
 }
-
-
-def _accepted(problem: Path, source: str, path: Path) -> None:
-    path.write_text(source)
-    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
-    assert r.accepted, r.message
 
 
 @pytest.mark.parametrize("workload", sorted(SITES))

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from klineage.config import GateConfig
-from klineage.gate import run_gate
 from klineage.rewrite import get_pass
+from tests.conftest import assert_gate_accepts as _gate
 
 pytestmark = pytest.mark.interpreter
 
@@ -20,12 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MATMUL = ROOT / "src" / "klineage" / "kernels" / "matmul"
 SOFTMAX = ROOT / "src" / "klineage" / "examples" / "softmax" / "problem.py"
 UNSEEN = Path(__file__).resolve().parent / "unseen" / "tma_descriptors_softmax.py"
-
-
-def _gate(problem: Path, source: str, path: Path) -> None:
-    path.write_text(source)
-    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
-    assert r.accepted, r.message
 
 
 def test_matmul_expert_pointer_only_then_tma_again(tmp_path: Path) -> None:
