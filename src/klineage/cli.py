@@ -277,7 +277,8 @@ def render_lineage(view: Any) -> None:
     )
     table.add_column("step", justify="right")
     table.add_column("removed (pass)", no_wrap=True)
-    table.add_column("where")
+    table.add_column("where", no_wrap=True)
+    table.add_column("what", overflow="fold", ratio=2)
     table.add_column("held on regimes")
     table.add_column("speedup it bought, per regime", overflow="fold")
     for s in view.path:
@@ -289,7 +290,8 @@ def render_lineage(view: Any) -> None:
         table.add_row(
             str(s.step),
             s.rewrite,
-            escape(f"{s.function}:{s.line} {s.description}"),
+            escape(f"{s.function or '<module>'}:{s.line}"),
+            escape((s.description.splitlines() or [""])[0][:90]),
             ", ".join(s.held_regimes),
             speed,
         )
@@ -380,28 +382,57 @@ def distill(
                 pass_names=names,
             )
         else:
-            with console.status("distill: gating the expert") as status:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            columns = (
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+            )
+            with Progress(*columns, console=console, transient=True) as progress:
+                task = progress.add_task("gating the expert", total=None)
                 counts = {"gated": 0, "accepted": 0, "step": 0}
 
                 def on_event(kind: str, data: dict[str, Any]) -> None:
                     if kind == "step":
+                        # One bar per step: the candidates (pass, site) competing for it.
                         counts["step"] = data["step"]
+                        progress.reset(
+                            task,
+                            total=data["candidates"],
+                            description=f"step {data['step']}: candidates",
+                        )
                     elif kind == "attempt":
-                        status.update(f"distill step {counts['step']}: trying {data['pass']} at {data['site'].split('@')[-1]} "
-                                      f"({counts['gated']} gate calls, {counts['accepted']} steps so far)")  # fmt: skip
+                        where = data["site"].split("@")[-1]
+                        progress.update(
+                            task,
+                            description=f"step {counts['step']}: {data['pass']} at {where} ({counts['gated']} gate calls)",
+                        )
                     elif kind == "result":
                         counts["gated"] += int(data["applied"])
+                        progress.advance(task)
                         mark = (
                             "[green]kept[/]"
                             if data["accepted"]
                             else ("[red]rejected[/]" if data["applied"] else "[dim]n/a[/]")
                         )
-                        console.print(f"  step {counts['step']:>2} {mark} {data['pass']} {escape(data['site'].split('@')[-1])}"
-                                      + ("" if data["accepted"] else f" [dim]{escape(data['message'][:120])}[/]"))  # fmt: skip
+                        progress.console.print(f"  step {counts['step']:>2} {mark} {data['pass']} {escape(data['site'].split('@')[-1])}"
+                                               + ("" if data["accepted"] else f" [dim]{escape(data['message'][:120])}[/]"))  # fmt: skip
                     elif kind == "accepted":
                         counts["accepted"] += 1
                     elif kind == "resume":
-                        console.print(f"resuming lineage {data['id']} at step {data['step']}")
+                        progress.console.print(
+                            f"resuming lineage {data['id']} at step {data['step']}"
+                        )
 
                 lid = run_distill(
                     problem,
