@@ -508,6 +508,115 @@ def lineage_list(db: DbOption = None) -> None:
     console.print(table)
 
 
+skills_app = typer.Typer(
+    help="Skills: lineage steps reversed into optimization records (docs/SKILLS.md).",
+    no_args_is_help=True,
+)
+app.add_typer(skills_app, name="skills")
+
+
+@skills_app.command("extract")
+def skills_extract(
+    lineage_id: Annotated[
+        list[str],
+        typer.Argument(metavar="ID...", help="Stored lineage ids (unique prefixes are enough)."),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="JSON file to write the skills to.")] = Path(
+        "skills.json"
+    ),
+    db: DbOption = None,
+) -> None:
+    """Reverse every accepted step of the given lineages into skills, written as JSON."""
+    from klineage.skills import extract_skills, to_json
+
+    try:
+        store = _open_store(db)
+        skills = [s for lid in lineage_id for s in extract_skills(store, lid)]
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    out.write_text(to_json(skills), encoding="utf-8")
+    measured = sum(1 for s in skills if any(e.measured for e in s.effects))
+    console.print(f"wrote {len(skills)} skills to {out} ({measured} with measured effects)")
+
+
+@skills_app.command("export")
+def skills_export(
+    source: Annotated[Path, typer.Argument(help="Skills JSON (from `klineage skills extract`).")],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="json, md (skill cards) or skill-md (Agent Skills folders)."),
+    ] = "skill-md",
+    out: Annotated[Path, typer.Option("--out", help="Directory to write into.")] = Path("skills"),
+) -> None:
+    """Export skills as JSON, Markdown skill cards, or Agent Skills folders (one SKILL.md each)."""
+    from klineage.skills import export, read_json
+
+    try:
+        written = export(read_json(source), fmt, out)
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    console.print(f"wrote {len(written)} file(s) under {out}")
+
+
+@skills_app.command("show")
+def skills_show(
+    source: Annotated[Path, typer.Argument(help="Skills JSON.")],
+    skill_id: Annotated[
+        str | None, typer.Argument(metavar="ID", help="A skill id (prefix); without it, list them.")
+    ] = None,
+) -> None:
+    """List the skills in a JSON file, or print one skill's card."""
+    from klineage.skills import read_json
+    from klineage.skills.export import card
+
+    try:
+        skills = read_json(source)
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    if skill_id is None:
+        table = Table()
+        for col in ("id", "skill", "category", "pays off on (measured)", "source"):
+            table.add_column(col, overflow="fold")
+        for s in skills:
+            pays = next(
+                (c.predicate for c in s.conditions if c.predicate.startswith("pays off")),
+                "not measured",
+            )
+            table.add_row(
+                s.id,
+                s.name,
+                s.category,
+                escape(pays),
+                escape(Path(s.provenance[0].source_kernel).parent.name if s.provenance else ""),
+            )
+        console.print(table)
+        return
+    match = [s for s in skills if s.id.startswith(skill_id)]
+    if len(match) != 1:
+        err_console.print(f"[red]error:[/] {len(match)} skills match {skill_id!r}")
+        raise typer.Exit(2)
+    print(card(match[0]))
+
+
+@skills_app.command("schema")
+def skills_schema(
+    out: Annotated[
+        Path | None, typer.Option("--out", help="File to write; default: print.")
+    ] = None,
+) -> None:
+    """Print (or write) the versioned JSON Schema of the skills file."""
+    from klineage.skills import SkillSet
+
+    text = json.dumps(SkillSet.model_json_schema(), indent=2) + "\n"
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text, encoding="utf-8")
+
+
 @app.command()
 def passes(
     source: Annotated[

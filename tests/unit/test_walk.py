@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from klineage.config import GateConfig
-from klineage.gate.records import GateResult, Stage, StageResult, Status
+from klineage.gate.records import GateResult, RegimeOutcome, Stage, StageResult, Status
 from klineage.lineage import load_view
 from klineage.lineage.walk import Walk, slowdown
 from klineage.rewrite.base import RewritePass, RewriteResult, Site
@@ -54,6 +54,11 @@ def fake_gate(times: dict[str, float], reject: set[str]) -> Any:
                 stage=Stage.CORRECTNESS,
                 status=Status.PASSED if ok else Status.FAILED,
                 message="" if ok else "wrong",
+                regimes=[
+                    RegimeOutcome(
+                        regime="r", status=Status.PASSED if ok else Status.FAILED, dtype="float32"
+                    )
+                ],
             )
         )
         stages.append(

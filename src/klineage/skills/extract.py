@@ -1,0 +1,188 @@
+"""Reverse each accepted lineage step into a Skill.
+
+A step removed one optimization (parent -> child). Reversed, it adds it: before = the child's
+source, after = the parent's. Effects come from the two gate results (child time / parent time
+per regime, when a GPU measured them); failures avoided are the gate's rejections of removing
+the same optimization elsewhere in the lineage, and the rejections competing at that step.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from klineage.rewrite import all_passes
+from klineage.skills.model import (
+    Condition,
+    Effect,
+    Exemplar,
+    FailureAvoided,
+    Provenance,
+    Rewrite,
+    Skill,
+)
+from klineage.store import Store
+from klineage.store.db import AttemptRow, StoreError
+
+# Hardware a pass's rewrite needs, beyond what its sites show in the code.
+HARDWARE_CONDITIONS = {
+    "tma_descriptors": "GPU compute capability >= 9.0 (tensor descriptors are a Hopper feature)",
+}
+# A measured effect at or above this pays off; the issue's threshold.
+PAYS_OFF = 1.05
+
+
+def _profile_rows(gate: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    for stage in (gate or {}).get("stages", []):
+        if stage["stage"] == "profile":
+            return stage.get("numbers", {}).get("regimes", {}) or {}
+    return {}
+
+
+def _regime_dtypes(gate: dict[str, Any] | None) -> dict[str, str | None]:
+    for stage in (gate or {}).get("stages", []):
+        if stage["stage"] == "correctness":
+            return {
+                r["regime"]: r.get("dtype")
+                for r in stage.get("regimes", [])
+                if r["status"] == "passed"
+            }
+    return {}
+
+
+def _diff(before: str, after: str, name: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(True),
+            after.splitlines(True),
+            f"{name} (without)",
+            f"{name} (with)",
+            n=2,
+        )
+    )
+
+
+def _failure(a: AttemptRow, why: str) -> FailureAvoided:
+    where = f"{a.pass_name} at {a.site.get('function') or '<module>'}:{a.site.get('line')}"
+    return FailureAvoided(
+        attempt=where, stage=a.failed_stage, message=a.message[:600], violated_assumption=why
+    )
+
+
+def skill_id(pass_name: str, lineage_id: str, step: int) -> str:
+    return hashlib.sha256(f"{pass_name}/{lineage_id}/{step}".encode()).hexdigest()[:12]
+
+
+def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
+    """One Skill per accepted step of a stored lineage, in step order."""
+    lin = store.get_lineage(lineage_id)
+    if lin is None:
+        raise StoreError(f"no lineage {lineage_id!r} in {store.path}")
+    passes = all_passes()
+    nodes = {n.id: n for n in store.nodes(lin.id)}
+    attempts = store.attempts(lin.id)
+    env = lin.environment or {}
+    versions = {k: str(env[k]) for k in ("torch", "triton", "klineage", "python") if env.get(k)}
+    skills: list[Skill] = []
+    for child in sorted(nodes.values(), key=lambda n: n.step):
+        if child.parent_id is None or child.via_attempt is None:
+            continue
+        parent = nodes[child.parent_id]
+        step = next(a for a in attempts if a.id == child.via_attempt)
+        p = passes.get(step.pass_name)
+        site = step.site
+        where = f"{site.get('function') or '<module>'}:{site.get('line')}"
+        conditions = [
+            Condition(
+                kind="static",
+                predicate=f"code has: {p.ANCHOR if p else step.pass_name}",
+                evidence=f"site {where} in {Path(lin.expert_path).name}: {site.get('description', '')}",
+            )
+        ]
+        if step.pass_name in HARDWARE_CONDITIONS:
+            conditions.append(
+                Condition(
+                    kind="static",
+                    predicate=HARDWARE_CONDITIONS[step.pass_name],
+                    evidence="what the rewrite emits",
+                )
+            )
+        held = [r for r, _ in _regime_dtypes(child.gate).items()]
+        conditions.append(
+            Condition(
+                kind="measured",
+                predicate=f"correct without it on: {', '.join(held) or 'none'}",
+                evidence=f"gate ({lin.device}), lineage {lin.id} step {child.step}",
+            )
+        )
+        effects: list[Effect] = []
+        base_rows, new_rows = _profile_rows(child.gate), _profile_rows(parent.gate)
+        dtypes = _regime_dtypes(child.gate)
+        gpu = env.get("gpu_name")
+        arch = env.get("compute_capability")
+        for regime in held:
+            b, n = (
+                base_rows.get(regime, {}).get("kernel_ms"),
+                new_rows.get(regime, {}).get("kernel_ms"),
+            )
+            speedup = b / n if b is not None and n is not None and n > 0 else None
+            effects.append(
+                Effect(regime=regime, gpu=gpu, arch=arch, dtype=dtypes.get(regime), base_ms=b, new_ms=n,
+                       speedup=speedup, measured=speedup is not None, environment=env or None)
+            )  # fmt: skip
+        measured_effects = [e for e in effects if e.measured and e.speedup is not None]
+        if measured_effects:
+            pays = [
+                e.regime
+                for e in measured_effects
+                if e.speedup is not None and e.speedup >= PAYS_OFF
+            ]
+            not_pays = [
+                e.regime for e in measured_effects if e.speedup is not None and e.speedup < PAYS_OFF
+            ]
+            conditions.append(Condition(kind="measured", predicate=f"pays off (>= {PAYS_OFF}x) on: {', '.join(pays) or 'none'}; not on: {', '.join(not_pays) or 'none'}",
+                                        evidence=f"{gpu} ({arch}), child/parent kernel time, lineage {lin.id} step {child.step}"))  # fmt: skip
+        failures = [
+            _failure(
+                a,
+                f"removing {a.pass_name} broke the kernel here: the optimization's form is needed for correctness",
+            )
+            for a in attempts
+            if a.pass_name == step.pass_name and a.applied and not a.accepted
+        ]
+        failures += [_failure(a, "a competing simplification at this step that the gate rejected") for a in attempts
+                     if a.parent_id == parent.id and a.applied and not a.accepted and a.pass_name != step.pass_name]  # fmt: skip
+        name = Path(lin.expert_path).parent.name + "/" + Path(lin.expert_path).name
+        skills.append(
+            Skill(
+                id=skill_id(step.pass_name, lin.id, child.step),
+                name=step.pass_name,
+                intent=(p.DESCRIPTION if p else step.pass_name)
+                + f" (as at {where}: {site.get('description', '')})",
+                category=p.CATEGORY if p else "unknown",
+                anchor=p.ANCHOR if p else "",
+                rewrite=Rewrite(pass_name=step.pass_name, params=site.get("params") or {}),
+                exemplar=Exemplar(
+                    before=child.source,
+                    after=parent.source,
+                    diff=_diff(child.source, parent.source, name),
+                ),
+                conditions=conditions,
+                effects=effects,
+                failures_avoided=failures,
+                provenance=[
+                    Provenance(
+                        source_kernel=lin.expert_path,
+                        problem=lin.problem_path,
+                        lineage_id=lin.id,
+                        step=child.step,
+                        device=lin.device,
+                        tool_versions=versions,
+                        date=lin.updated,
+                    )
+                ],
+            )
+        )
+    return skills

@@ -1,0 +1,91 @@
+"""The Skill record: one optimization, reversed from an accepted lineage step.
+
+Versioned: SCHEMA_VERSION changes when a field changes meaning; `klineage skills schema` writes
+the JSON Schema (kept in the repo as schemas/skill.schema.json).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+
+
+class Rewrite(BaseModel):
+    """The executable forward rewrite: a registered pass and the parameters the expert used."""
+
+    pass_name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Exemplar(BaseModel):
+    """The expert's own code: before (without the optimization), after (with it), unified diff."""
+
+    before: str
+    after: str
+    diff: str
+
+
+class Condition(BaseModel):
+    """A predicate over a target, with the evidence it came from."""
+
+    kind: str  # "static" (what the rewrite needs in the code or hardware) or "measured"
+    predicate: str  # human-readable, e.g. "code has: tl.load / tl.store in a kernel"
+    evidence: str
+
+
+class Effect(BaseModel):
+    """A measured effect: the kernel without the optimization (base) vs with it (new)."""
+
+    regime: str
+    gpu: str | None = None
+    arch: str | None = None
+    dtype: str | None = None
+    base_ms: float | None = None
+    new_ms: float | None = None
+    speedup: float | None = None  # base_ms / new_ms; None when not measured
+    measured: bool
+    environment: dict[str, Any] | None = None
+
+
+class FailureAvoided(BaseModel):
+    """A simplification the gate rejected: what goes wrong without this optimization's care."""
+
+    attempt: str  # pass and site of the rejected simplification
+    stage: str | None
+    message: str
+    violated_assumption: str
+
+
+class Provenance(BaseModel):
+    source_kernel: str
+    problem: str
+    lineage_id: str
+    step: int
+    device: str
+    tool_versions: dict[str, str] = Field(default_factory=dict)
+    date: str
+
+
+class Skill(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    id: str
+    name: str
+    intent: str
+    category: str
+    anchor: str
+    rewrite: Rewrite
+    exemplar: Exemplar
+    conditions: list[Condition] = Field(default_factory=list)
+    effects: list[Effect] = Field(default_factory=list)
+    failures_avoided: list[FailureAvoided] = Field(default_factory=list)
+    provenance: list[Provenance] = Field(default_factory=list)
+
+
+class SkillSet(BaseModel):
+    """What a JSON export holds: the skills and the schema version they follow."""
+
+    schema_version: int = SCHEMA_VERSION
+    skills: list[Skill]

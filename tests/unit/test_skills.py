@@ -1,0 +1,85 @@
+"""Skills from a lineage (fake pass and gate, no kernels): effects, conditions, failures, export."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from klineage.errors import LoadError
+from klineage.lineage.walk import Walk
+from klineage.skills import export, extract_skills, read_json, to_json
+from klineage.store import open_store
+from tests.unit.test_walk import fake_gate, files, walk  # noqa: F401 - files is a fixture
+
+PASS = "drop_marker"
+
+
+@pytest.fixture
+def skills(tmp_path: Path, files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> list:  # noqa: F811
+    gate, _ = fake_gate({"a": 0.5, "b": 0.01, "c": 0.0}, reject={"c"})
+    monkeypatch.setattr(Walk, "gate", gate)
+    store = open_store(tmp_path / "k.db")
+    lid = walk(store, files, "least_cost").run()
+    return extract_skills(store, lid)
+
+
+def test_one_skill_per_accepted_step_with_measured_effects(skills: list) -> None:
+    assert [s.name for s in skills] == [PASS, PASS]
+    b = skills[0]  # the first step removed marker b: 1.01 ms without it vs 1.0 with it
+    (effect,) = b.effects
+    assert (
+        effect.measured
+        and effect.base_ms == pytest.approx(1.01)
+        and effect.new_ms == pytest.approx(1.0)
+    )
+    assert effect.speedup == pytest.approx(1.01)
+    pays = next(c for c in b.conditions if c.predicate.startswith("pays off"))
+    assert "on: none; not on: r" in pays.predicate  # 1.01x is under the 1.05x threshold
+    a = skills[1]
+    assert next(c for c in a.conditions if c.predicate.startswith("pays off")).predicate.startswith(
+        "pays off (>= 1.05x) on: r;"
+    )
+
+
+def test_exemplar_runs_from_without_to_with_and_rejections_become_failures_avoided(
+    skills: list,
+) -> None:
+    s = skills[0]
+    assert "# opt: b" in s.exemplar.after and "# opt: b" not in s.exemplar.before
+    assert "+# opt: b" in s.exemplar.diff
+    assert any(f.stage == "correctness" and "opt: c" not in f.attempt for f in s.failures_avoided)
+    assert s.provenance[0].step == 1 and s.rewrite.pass_name == PASS
+
+
+def test_json_round_trip_and_clear_errors(skills: list, tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(to_json(skills))
+    assert read_json(path) == skills
+    bad = json.loads(path.read_text())
+    del bad["skills"][0]["intent"]
+    path.write_text(json.dumps(bad))
+    with pytest.raises(LoadError, match=r"skills.0.intent: Field required"):
+        read_json(path)
+    path.write_text("{not json")
+    with pytest.raises(LoadError, match="not JSON"):
+        read_json(path)
+
+
+def test_skill_md_folders_start_with_agent_skills_front_matter(
+    skills: list, tmp_path: Path
+) -> None:
+    written = export(skills, "skill-md", tmp_path / "out")
+    assert len(written) == 2 and all(p.name == "SKILL.md" for p in written)
+    for p in written:
+        text = p.read_text()
+        m = re.match(r"---\nname: (.+)\ndescription: (.+)\n---\n", text)
+        assert m, text[:200]
+        name, description = m.group(1), json.loads(m.group(2))
+        assert re.fullmatch(r"[a-z0-9-]{1,64}", name) and name == p.parent.name
+        assert 0 < len(description) <= 1024
+        body = text[m.end() :]
+        for heading in ("## When it holds", "## Effects", "## Failures it avoids", "## Exemplar"):
+            assert heading in body
