@@ -107,6 +107,11 @@ def positions(module: cst.Module) -> tuple[MetadataWrapper, Any]:
     return wrapper, wrapper.resolve(PositionProvider)
 
 
+def code_of(node: cst.CSTNode) -> str:
+    """The source text of a node (as LibCST would print it)."""
+    return cst.Module([]).code_for_node(node)
+
+
 def dotted(node: cst.BaseExpression) -> str:
     """'tl.load' for Attribute(Name('tl'), 'load'); '' for anything that is not a dotted name."""
     if isinstance(node, cst.Name):

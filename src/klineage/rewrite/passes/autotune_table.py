@@ -23,11 +23,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, kwarg, parse
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 class _Replacer(cst.CSTTransformer):

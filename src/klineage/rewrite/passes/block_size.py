@@ -29,6 +29,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from klineage.rewrite.base import FunctionTracker, RewritePass, RewriteResult, Site, dotted, parse
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 MIN_BLOCK = 16
@@ -43,10 +44,6 @@ def _is_block_name(name: str) -> bool:
     if _COUNT.search(bare):
         return False
     return bool(_UPPER.search(bare) or _LOWER.fullmatch(bare))
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 class _Replacer(cst.CSTTransformer):

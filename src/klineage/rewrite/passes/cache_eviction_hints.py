@@ -15,6 +15,7 @@ from klineage.rewrite.base import (
     RewritePass,
     RewriteResult,
     Site,
+    code_of,
     find_calls,
     is_call_to,
     kwarg,
@@ -53,9 +54,7 @@ class CacheEvictionHints(RewritePass):
         out = []
         for i, m in enumerate(find_calls(source, _hinted)):
             found = {h: kwarg(m.node, h) for h in HINTS}
-            hints = {
-                h: cst.Module([]).code_for_node(a.value) for h, a in found.items() if a is not None
-            }
+            hints = {h: code_of(a.value) for h, a in found.items() if a is not None}
             out.append(
                 self.site(
                     "backward",

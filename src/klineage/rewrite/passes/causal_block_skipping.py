@@ -48,14 +48,11 @@ from klineage.rewrite.base import (
     parse,
     positions,
 )
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 _ORDER = (cst.GreaterThanEqual, cst.LessThanEqual, cst.GreaterThan, cst.LessThan)
 _PURE = ("tl.minimum", "tl.maximum", "tl.multiple_of", "tl.max_contiguous", "tl.cdiv")
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -27,6 +27,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, is_triton_jit, parse
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 LOG2E = 1.4426950408889634
@@ -36,10 +37,6 @@ _ATOMIC = (
     cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float,
     cst.SimpleString, cst.Tuple, cst.List,
 )  # fmt: skip
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _prec(node: cst.CSTNode) -> int:

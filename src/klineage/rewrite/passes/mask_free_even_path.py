@@ -28,15 +28,12 @@ from klineage.rewrite.base import (
     is_call_to,
     is_triton_jit,
 )
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 _MEM = ("tl.load", "tl.store")
 # (block, function, span start, span end, anchor: its first masked statement, run start, run end)
 Span = tuple[cst.IndentedBlock, cst.FunctionDef, int, int, int, int, int]
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _names(node: cst.CSTNode) -> list[str]:

@@ -26,14 +26,11 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, is_triton_jit, parse
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 HINTS = ("multiple_of", "max_contiguous", "max_constancy")
 _ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _prec(node: Any) -> int:

@@ -34,13 +34,10 @@ from klineage.rewrite.base import (
     parse,
     replace_nth_call,
 )
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 DEFAULT = "4"  # Triton's default num_warps
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _is_config(call: cst.Call) -> bool:

@@ -29,13 +29,10 @@ from klineage.rewrite.base import (
     is_call_to,
     is_triton_jit,
 )
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 Found = tuple[cst.For, cst.FunctionDef, list[cst.For]]
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _unparen(node: cst.BaseExpression) -> str:

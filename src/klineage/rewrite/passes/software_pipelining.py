@@ -34,14 +34,11 @@ from klineage.rewrite.base import (
     parse,
     without_kwargs,
 )
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 KW = "num_stages"
 DEFAULTS = {"config": 3, "launch": 3, "range": 2}
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 class _Replacer(cst.CSTTransformer):

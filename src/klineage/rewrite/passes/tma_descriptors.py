@@ -37,14 +37,11 @@ from klineage.rewrite.base import (
     parse,
     positions,
 )
+from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 _DESCRIPTOR_CALLS = ("make_tensor_descriptor", "_experimental_make_tensor_descriptor")
 _HOST_DESCRIPTOR = "TensorDescriptor"
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
