@@ -515,90 +515,148 @@ skills_app = typer.Typer(
 app.add_typer(skills_app, name="skills")
 
 
+def _library(db: Path | None) -> tuple[Any, list[Any]]:
+    from klineage.skills.library import library_skills
+
+    store = _open_store(db)
+    return store, library_skills(store)
+
+
 @skills_app.command("extract")
 def skills_extract(
     lineage_id: Annotated[
         list[str],
         typer.Argument(metavar="ID...", help="Stored lineage ids (unique prefixes are enough)."),
     ],
-    out: Annotated[Path, typer.Option("--out", help="JSON file to write the skills to.")] = Path(
-        "skills.json"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Also write the extracted skills to this JSON file."),
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Reverse every accepted step of the given lineages into skills, written as JSON."""
+    """Reverse every accepted step of the given lineages into skills and merge them into the library."""
     from klineage.skills import extract_skills, to_json
+    from klineage.skills.library import add_to_library
 
     try:
         store = _open_store(db)
         skills = [s for lid in lineage_id for s in extract_skills(store, lid)]
+        created, updated = add_to_library(store, skills)
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
-    out.write_text(to_json(skills), encoding="utf-8")
+    if out is not None:
+        out.write_text(to_json(skills), encoding="utf-8")
     measured = sum(1 for s in skills if any(e.measured for e in s.effects))
-    console.print(f"wrote {len(skills)} skills to {out} ({measured} with measured effects)")
+    console.print(f"{len(skills)} skills extracted ({measured} with measured effects): {created} new in the library, {updated} merged into existing ones"
+                  + (f"; written to {out}" if out else ""))  # fmt: skip
+
+
+@skills_app.command("import")
+def skills_import(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="Skills JSON (from `klineage skills export --format json` or `extract --out`)."
+        ),
+    ],
+    db: DbOption = None,
+) -> None:
+    """Merge a JSON skills file into the library (same pass and anchor: one skill, more evidence)."""
+    from klineage.skills import read_json
+    from klineage.skills.library import add_to_library
+
+    try:
+        created, updated = add_to_library(_open_store(db), read_json(source))
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    console.print(f"imported {source}: {created} new skills, {updated} merged into existing ones")
+
+
+@skills_app.command("list")
+def skills_list(db: DbOption = None) -> None:
+    """List the library's skills: confidence (source kernels), category, where each paid off."""
+    try:
+        _, skills = _library(db)
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    if not skills:
+        console.print(
+            "the library is empty: `klineage distill` an expert, then `klineage skills extract ID`, or `klineage skills import FILE`"
+        )
+        return
+    table = Table(title=f"{len(skills)} skills", title_justify="left")
+    for col in ("id", "skill", "category", "confidence", "measured: pays off on", "sources"):
+        table.add_column(col, overflow="fold")
+    for s in skills:
+        pays = (
+            "; ".join(
+                c.predicate.removeprefix("pays off (>= 1.05x) on: ")
+                for c in s.conditions
+                if c.predicate.startswith("pays off")
+            )
+            or "not measured"
+        )
+        sources = ", ".join(sorted({Path(p.source_kernel).parent.name for p in s.provenance}))
+        table.add_row(
+            s.id,
+            s.name,
+            s.category,
+            str(len({p.source_kernel for p in s.provenance})),
+            escape(pays[:200]),
+            escape(sources),
+        )
+    console.print(table)
+
+
+@skills_app.command("show")
+def skills_show(
+    skill_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A skill id (a unique prefix is enough).")
+    ],
+    db: DbOption = None,
+) -> None:
+    """Print one skill's card: intent, conditions with evidence, effects, failures avoided, exemplar."""
+    from klineage.skills.export import card
+
+    try:
+        _, skills = _library(db)
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    match = [s for s in skills if s.id.startswith(skill_id)]
+    if len(match) != 1:
+        err_console.print(
+            f"[red]error:[/] {len(match)} skills in the library match {skill_id!r}; `klineage skills list` shows them"
+        )
+        raise typer.Exit(2)
+    print(card(match[0]))
 
 
 @skills_app.command("export")
 def skills_export(
-    source: Annotated[Path, typer.Argument(help="Skills JSON (from `klineage skills extract`).")],
     fmt: Annotated[
         str,
         typer.Option("--format", help="json, md (skill cards) or skill-md (Agent Skills folders)."),
     ] = "skill-md",
     out: Annotated[Path, typer.Option("--out", help="Directory to write into.")] = Path("skills"),
+    source: Annotated[
+        Path | None, typer.Option("--from", help="Export this JSON file instead of the library.")
+    ] = None,
+    db: DbOption = None,
 ) -> None:
-    """Export skills as JSON, Markdown skill cards, or Agent Skills folders (one SKILL.md each)."""
+    """Export the library (or a JSON file) as JSON, Markdown cards or Agent Skills folders (SKILL.md)."""
     from klineage.skills import export, read_json
 
     try:
-        written = export(read_json(source), fmt, out)
+        skills = read_json(source) if source is not None else _library(db)[1]
+        written = export(skills, fmt, out)
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
     console.print(f"wrote {len(written)} file(s) under {out}")
-
-
-@skills_app.command("show")
-def skills_show(
-    source: Annotated[Path, typer.Argument(help="Skills JSON.")],
-    skill_id: Annotated[
-        str | None, typer.Argument(metavar="ID", help="A skill id (prefix); without it, list them.")
-    ] = None,
-) -> None:
-    """List the skills in a JSON file, or print one skill's card."""
-    from klineage.skills import read_json
-    from klineage.skills.export import card
-
-    try:
-        skills = read_json(source)
-    except KLineageError as e:
-        err_console.print(f"[red]error:[/] {escape(str(e))}")
-        raise typer.Exit(2) from None
-    if skill_id is None:
-        table = Table()
-        for col in ("id", "skill", "category", "pays off on (measured)", "source"):
-            table.add_column(col, overflow="fold")
-        for s in skills:
-            pays = next(
-                (c.predicate for c in s.conditions if c.predicate.startswith("pays off")),
-                "not measured",
-            )
-            table.add_row(
-                s.id,
-                s.name,
-                s.category,
-                escape(pays),
-                escape(Path(s.provenance[0].source_kernel).parent.name if s.provenance else ""),
-            )
-        console.print(table)
-        return
-    match = [s for s in skills if s.id.startswith(skill_id)]
-    if len(match) != 1:
-        err_console.print(f"[red]error:[/] {len(match)} skills match {skill_id!r}")
-        raise typer.Exit(2)
-    print(card(match[0]))
 
 
 @skills_app.command("schema")

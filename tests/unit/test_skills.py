@@ -83,3 +83,19 @@ def test_skill_md_folders_start_with_agent_skills_front_matter(
         body = text[m.end() :]
         for heading in ("## When it holds", "## Effects", "## Failures it avoids", "## Exemplar"):
             assert heading in body
+
+
+def test_library_merges_by_pass_and_anchor_and_reimport_adds_nothing(
+    skills: list, tmp_path: Path
+) -> None:
+    from klineage.skills.library import add_to_library, library_skills
+
+    store = open_store(tmp_path / "lib.db")
+    assert add_to_library(store, skills) == (1, 1)  # two steps of one pass: one skill, merged
+    (merged,) = library_skills(store)
+    assert len(merged.provenance) == 2 and len(merged.effects) == 2
+    before = merged.model_dump()
+    assert add_to_library(store, skills) == (0, 2)
+    (again,) = library_skills(store)
+    assert again.model_dump() == before  # the same evidence twice is one piece of evidence
+    assert store.skills()[0].confidence == 1  # one source kernel

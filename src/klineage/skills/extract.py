@@ -130,7 +130,8 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
             speedup = b / n if b is not None and n is not None and n > 0 else None
             effects.append(
                 Effect(regime=regime, gpu=gpu, arch=arch, dtype=dtypes.get(regime), base_ms=b, new_ms=n,
-                       speedup=speedup, measured=speedup is not None, environment=env or None)
+                       speedup=speedup, measured=speedup is not None, environment=env or None,
+                       lineage_id=lin.id, step=child.step)
             )  # fmt: skip
         measured_effects = [e for e in effects if e.measured and e.speedup is not None]
         if measured_effects:

@@ -48,6 +48,9 @@ class Effect(BaseModel):
     speedup: float | None = None  # base_ms / new_ms; None when not measured
     measured: bool
     environment: dict[str, Any] | None = None
+    # Where it was measured: the lineage and step whose parent/child gate results gave it.
+    lineage_id: str | None = None
+    step: int | None = None
 
 
 class FailureAvoided(BaseModel):

@@ -81,6 +81,15 @@ class AttemptRow:
     seconds: float
 
 
+@dataclass
+class SkillRow:
+    id: str
+    pass_name: str
+    anchor: str
+    record: dict[str, Any]
+    confidence: int
+
+
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -261,6 +270,37 @@ class Store:
             )
             for r in rows
         ]  # fmt: skip
+
+    # skills ---------------------------------------------------------------------------------
+
+    def get_skill(self, pass_name: str, anchor: str) -> SkillRow | None:
+        r = self.conn.execute(
+            "SELECT * FROM skills WHERE pass_name = ? AND anchor = ?", (pass_name, anchor)
+        ).fetchone()
+        return self._skill(r) if r else None
+
+    def put_skill(
+        self, sid: str, pass_name: str, anchor: str, record: dict[str, Any], confidence: int
+    ) -> None:
+        with self.tx() as c:
+            c.execute(
+                "INSERT INTO skills (id, pass_name, anchor, record, confidence, updated) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(pass_name, anchor) DO UPDATE SET record = excluded.record, confidence = excluded.confidence,"
+                " updated = excluded.updated",
+                (sid, pass_name, anchor, json.dumps(record), confidence, _now()),
+            )
+
+    def skills(self) -> list[SkillRow]:
+        return [
+            self._skill(r)
+            for r in self.conn.execute("SELECT * FROM skills ORDER BY confidence DESC, pass_name")
+        ]
+
+    @staticmethod
+    def _skill(r: sqlite3.Row) -> SkillRow:
+        return SkillRow(
+            r["id"], r["pass_name"], r["anchor"], json.loads(r["record"]), r["confidence"]
+        )
 
 
 def open_store(path: Path | None = None) -> Store:

@@ -55,4 +55,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX attempts_by_parent ON attempts(parent_id);
     """,
+    # 2: the skill library: one row per (pass, anchor), the merged record as JSON.
+    """
+    CREATE TABLE skills (
+        id TEXT PRIMARY KEY,
+        pass_name TEXT NOT NULL,
+        anchor TEXT NOT NULL,
+        record TEXT NOT NULL,           -- JSON Skill (merged evidence)
+        confidence INTEGER NOT NULL,    -- independent source kernels that confirm it
+        updated TEXT NOT NULL,
+        UNIQUE (pass_name, anchor)
+    );
+    """,
 ]

@@ -1,0 +1,79 @@
+"""The skill library: skills from many lineages merged by (pass, anchor), with confidence.
+
+Merging keeps every piece of evidence once: effects (by source lineage, step and regime),
+conditions (by predicate), failures avoided (by attempt and message), provenance (by lineage and
+step). The exemplar and the rewrite parameters of the first skill stay; later ones add
+evidence. Confidence is the number of distinct source kernels the skill was seen in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from klineage.skills.model import Skill
+from klineage.store import Store
+
+
+def library_id(pass_name: str, anchor: str) -> str:
+    return hashlib.sha256(f"{pass_name}/{anchor}".encode()).hexdigest()[:12]
+
+
+def _unique(items: list[Any], key: Any) -> list[Any]:
+    seen, out = set(), []
+    for item in items:
+        k = key(item)
+        if k not in seen:
+            seen.add(k)
+            out.append(item)
+    return out
+
+
+def merge(base: Skill, new: Skill) -> Skill:
+    """`base` with `new`'s evidence added (same pass and anchor)."""
+    return base.model_copy(
+        update={
+            "conditions": _unique(
+                [*base.conditions, *new.conditions], lambda c: (c.kind, c.predicate)
+            ),
+            "effects": _unique(
+                [*base.effects, *new.effects],
+                lambda e: (e.lineage_id, e.step, e.regime, e.gpu, e.base_ms, e.new_ms),
+            ),
+            "failures_avoided": _unique(
+                [*base.failures_avoided, *new.failures_avoided], lambda f: (f.attempt, f.message)
+            ),
+            "provenance": _unique(
+                [*base.provenance, *new.provenance], lambda p: (p.lineage_id, p.step)
+            ),
+        }
+    )
+
+
+def confidence(skill: Skill) -> int:
+    return len({p.source_kernel for p in skill.provenance})
+
+
+def add_to_library(store: Store, skills: list[Skill]) -> tuple[int, int]:
+    """Merge skills into the library; returns (new skills, skills that gained evidence)."""
+    created = updated = 0
+    for s in skills:
+        row = store.get_skill(s.name, s.anchor)
+        if row is None:
+            merged = s.model_copy(update={"id": library_id(s.name, s.anchor)})
+            created += 1
+        else:
+            merged = merge(Skill.model_validate(row.record), s)
+            updated += 1
+        store.put_skill(
+            merged.id,
+            merged.name,
+            merged.anchor,
+            merged.model_dump(mode="json"),
+            confidence(merged),
+        )
+    return created, updated
+
+
+def library_skills(store: Store) -> list[Skill]:
+    return [Skill.model_validate(r.record) for r in store.skills()]
