@@ -232,23 +232,72 @@ def gate(
 def demo(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-run even if cached.")] = False,
 ) -> None:
-    """Gate the bundled softmax example on the CPU: a correct kernel (accepted) and a kernel with
-    an off-by-one mask (rejected, with the element it gets wrong)."""
-    root = resources.files("klineage") / "examples" / "softmax"
-    problem = Path(str(root / "problem.py"))
+    """The idea end to end on the CPU, in about two minutes:
+
+    1. the gate accepts a correct softmax kernel and rejects one with an off-by-one mask;
+    2. the RMSNorm expert is walked backward (distill), one gated simplification per step;
+    3. its steps, reversed, become skills (effects "not measured": there is no GPU here).
+    """
+    from klineage.config import default_cache_dir
+    from klineage.lineage import distill as run_distill
+    from klineage.lineage import load_view
+    from klineage.skills import extract_skills
+    from klineage.store import open_store
+
+    root = resources.files("klineage")
+    problem = Path(str(root / "examples" / "softmax" / "problem.py"))
     config = GateConfig.from_env().model_copy(update={"cache": not no_cache})
-    codes = []
+    verdicts = []
     for name in ("candidate.py", "broken_mask.py"):
-        console.rule(f"[bold]{name}")
+        console.rule(f"[bold]1. the gate: {name}")
         with console.status(f"gating {name} on the CPU (Triton interpreter)"):
-            result = run_gate(problem, Path(str(root / name)), device="cpu", config=config)
+            result = run_gate(
+                problem,
+                Path(str(root / "examples" / "softmax" / name)),
+                device="cpu",
+                config=config,
+            )
         render_gate(result)
-        codes.append(result.accepted)
-    ok = codes == [True, False]
+        verdicts.append(result.accepted)
+
+    console.rule("[bold]2. the backward walk: the RMSNorm expert")
+    kernels = Path(str(root / "kernels" / "rmsnorm"))
+    store = open_store(default_cache_dir() / "demo.db")
+    with console.status("distill: gating one simplification at a time") as status:
+
+        def on_event(kind: str, data: dict[str, Any]) -> None:
+            if kind == "result":
+                status.update(
+                    f"distill: {data['pass']} at {data['site'].split('@')[-1]}: {'kept' if data['accepted'] else 'not kept'}"
+                )
+
+        lid = run_distill(kernels / "problem.py", kernels / "expert.py", store=store, device="cpu", regimes=["tiny", "long_row"],
+                          config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}), on_event=on_event)  # fmt: skip
+    view = load_view(store, lid)
+    render_lineage(view)
+
+    console.rule("[bold]3. skills: each step reversed")
+    skills = extract_skills(store, lid)
+    table = Table(
+        title=f"{len(skills)} skills from the RMSNorm lineage (effects need a GPU: `--device cuda`)",
+        title_justify="left",
+    )
+    for col in ("skill", "category", "adds, where the expert had it", "effect"):
+        table.add_column(col, overflow="fold")
+    for sk in skills:
+        where = sk.intent.rpartition("(as at ")[2].removesuffix(")")
+        table.add_row(
+            sk.name,
+            sk.category,
+            escape(where[:110]),
+            "measured" if any(e.measured for e in sk.effects) else "[yellow]not measured[/]",
+        )
+    console.print(table)
+    ok = verdicts == [True, False] and view.lineage.status == "done" and len(skills) > 0
     console.print(
-        "[green]demo: the gate accepted the correct kernel and rejected the broken one[/]"
+        "[green]demo: gate, backward walk and skills all ran[/]"
         if ok
-        else "[red]demo: unexpected verdicts[/]"
+        else "[red]demo: unexpected result[/]"
     )
     raise typer.Exit(0 if ok else 1)
 
