@@ -708,6 +708,48 @@ def skills_export(
     console.print(f"wrote {len(written)} file(s) under {out}")
 
 
+@skills_app.command("retrieve")
+def skills_retrieve(
+    problem: Annotated[
+        Path,
+        typer.Argument(
+            help="The target's problem file (its regimes are what the skills are matched to)."
+        ),
+    ],
+    kernel: Annotated[Path, typer.Argument(help="The target kernel file (ModelNew).")],
+    device: Annotated[str, typer.Option(help="Target device: cuda or cpu.")] = "cuda",
+    capability: Annotated[
+        str | None, typer.Option(help="Target compute capability, e.g. 9.0 (H100/H200).")
+    ] = "9.0",
+    db: DbOption = None,
+) -> None:
+    """The library's skills for a target kernel: selected (static conditions hold, measured ones
+    predict a gain on some regime) ranked by predicted speedup, then the excluded, each with why."""
+    from klineage.skills.retrieve import retrieve
+
+    try:
+        _, skills = _library(db)
+        results = retrieve(skills, problem, kernel, device=device, capability=capability)
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    table = Table(
+        title=f"skills for {kernel.name} ({len([r for r in results if r.selected])} selected of {len(results)}); predictions, not measurements",
+        title_justify="left",
+    )
+    for col in ("", "skill", "id", "predicted", "why"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(
+            "[green]use[/]" if r.selected else "[dim]skip[/]",
+            r.skill.name,
+            r.skill.id,
+            f"{r.score:.2f}x" if r.predicted else "?",
+            escape("\n".join(r.reasons)),
+        )
+    console.print(table)
+
+
 @skills_app.command("schema")
 def skills_schema(
     out: Annotated[

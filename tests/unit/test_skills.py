@@ -99,3 +99,57 @@ def test_library_merges_by_pass_and_anchor_and_reimport_adds_nothing(
     (again,) = library_skills(store)
     assert again.model_dump() == before  # the same evidence twice is one piece of evidence
     assert store.skills()[0].confidence == 1  # one source kernel
+
+
+def test_a_threshold_is_learned_only_when_a_feature_separates_paying_regimes() -> None:
+    from klineage.skills.conditions import learn_threshold
+
+    feats = {
+        "short": {"row_length": 64.0, "rows": 4096.0},
+        "long": {"row_length": 8192.0, "rows": 4096.0},
+    }
+    c = learn_threshold({"short": 7.4, "long": 1.01}, feats, "p.py", "lineage x step 3")
+    assert (
+        c is not None
+        and c.feature == "row_length"
+        and c.op == "<="
+        and 64 < (c.threshold or 0) < 8192
+    )
+    assert c.holds({"row_length": 128.0}) is True and c.holds({"row_length": 4096.0}) is False
+    assert "pays on short (row_length 64)" in c.evidence
+    assert (
+        learn_threshold({"short": 7.4, "long": 3.0}, feats, "p.py", "e") is None
+    )  # both pay: nothing to separate
+    same = {"a": {"row_length": 64.0}, "b": {"row_length": 64.0}}
+    assert (
+        learn_threshold({"a": 2.0, "b": 1.0}, same, "p.py", "e") is None
+    )  # no feature separates them
+
+
+def test_retrieval_selects_with_reasons_and_excludes_with_reasons(skills: list) -> None:
+    from klineage.skills.model import Condition, Effect, Rewrite
+    from klineage.skills.retrieve import retrieve
+    from tests.conftest import EXAMPLE
+
+    s = skills[0]
+    hint = s.model_copy(update={
+        "name": "cache_eviction_hints", "rewrite": Rewrite(pass_name="cache_eviction_hints"),
+        "conditions": [Condition(kind="measured", predicate="pays off when row_length <= 100", evidence="test", feature="row_length", op="<=", threshold=100.0)],
+        "effects": [Effect(regime="r", base_ms=1.0, new_ms=0.5, speedup=2.0, measured=True, lineage_id="x", step=1)],
+    })  # fmt: skip
+    results = {
+        r.skill.name: r
+        for r in retrieve(
+            [hint, s],
+            EXAMPLE / "problem.py",
+            EXAMPLE / "candidate.py",
+            device="cuda",
+            capability="9.0",
+        )
+    }
+    chosen = results["cache_eviction_hints"]
+    assert (
+        chosen.selected and chosen.predicted["tiny_rows"] == 2.0 and chosen.predicted["odd"] == 1.0
+    )
+    assert any("tiny_rows: row_length 33 meets" in why for why in chosen.reasons)
+    assert not results[s.name].selected and "not registered" in results[s.name].reasons[0]

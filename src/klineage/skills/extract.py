@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from klineage.rewrite import all_passes
+from klineage.skills.conditions import learn_threshold, regime_features
 from klineage.skills.model import (
     Condition,
     Effect,
@@ -69,6 +70,15 @@ def _failure(a: AttemptRow, why: str) -> FailureAvoided:
     return FailureAvoided(
         attempt=where, stage=a.failed_stage, message=a.message[:600], violated_assumption=why
     )
+
+
+def trusted(e: Effect) -> bool:
+    """An effect that can be told apart from timing noise: measured on kernels of 50 us or more,
+    or large (3x or more; the spread seen between gate processes on shorter kernels was 2x)."""
+    if e.speedup is None or e.base_ms is None or e.new_ms is None:
+        return False
+    long_enough = min(e.base_ms, e.new_ms) >= 0.05
+    return long_enough or max(e.speedup, 1 / e.speedup) >= 3.0
 
 
 def skill_id(pass_name: str, lineage_id: str, step: int) -> str:
@@ -134,6 +144,23 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
                        lineage_id=lin.id, step=child.step)
             )  # fmt: skip
         measured_effects = [e for e in effects if e.measured and e.speedup is not None]
+        # Threshold learning uses only effects beyond the noise measured between gate processes
+        # (docs/benchmarks.md: up to 2x on kernels under 50 us).
+        speeds = {
+            e.regime: e.speedup for e in measured_effects if e.speedup is not None and trusted(e)
+        }
+        learned = (
+            learn_threshold(
+                speeds,
+                regime_features(lin.problem_path),
+                lin.problem_path,
+                f"lineage {lin.id} step {child.step}",
+            )
+            if len(speeds) > 1
+            else None
+        )
+        if learned is not None:
+            conditions.append(learned)
         if measured_effects:
             pays = [
                 e.regime

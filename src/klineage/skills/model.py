@@ -34,6 +34,19 @@ class Condition(BaseModel):
     kind: str  # "static" (what the rewrite needs in the code or hardware) or "measured"
     predicate: str  # human-readable, e.g. "code has: tl.load / tl.store in a kernel"
     evidence: str
+    # A learned threshold on a regime's shape feature (row_length, rows, elements), when one
+    # separates the regimes where the effect paid off from those where it did not.
+    feature: str | None = None
+    op: str | None = None  # "<=" or ">="
+    threshold: float | None = None
+    source_problem: str | None = None
+
+    def holds(self, feats: dict[str, float]) -> bool | None:
+        """Whether a threshold condition holds for a regime's features; None if not a threshold."""
+        if self.feature is None or self.threshold is None or self.feature not in feats:
+            return None
+        v = feats[self.feature]
+        return v <= self.threshold if self.op == "<=" else v >= self.threshold
 
 
 class Effect(BaseModel):

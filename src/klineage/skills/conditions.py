@@ -1,0 +1,72 @@
+"""Measured conditions: learn a threshold on a shape feature that separates the regimes where a
+skill paid off (>= 1.05x) from those where it did not.
+
+With the regimes of one problem, the rule is the simplest that fits: for the first feature
+(row_length, rows, elements) on which every paying regime lies below every non-paying one (or
+above), the threshold is the geometric midpoint between the two groups. When none separates
+them, no threshold is claimed and the regimes are listed instead.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from klineage.problem.shapes import features, regime_shapes
+from klineage.skills.model import Condition
+
+FEATURES = ("row_length", "rows", "elements")
+PAYS_OFF = 1.05
+
+_SHAPES: dict[str, dict[str, dict[str, float]]] = {}
+
+
+def locate_problem(path: str) -> Path | None:
+    """The problem file, or the packaged corpus file with the same workload when the lineage was
+    distilled in another checkout (the GPU machine's copy of the repo)."""
+    p = Path(path)
+    if p.exists():
+        return p
+    parts = p.parts
+    if "kernels" in parts:
+        here = Path(__file__).resolve().parents[1] / Path(*parts[parts.index("kernels") :])
+        if here.exists():
+            return here
+    return None
+
+
+def regime_features(problem: str) -> dict[str, dict[str, float]]:
+    """Features of every regime of a problem (cached per path); empty if it cannot be read."""
+    if problem not in _SHAPES:
+        located = locate_problem(problem)
+        try:
+            shapes = regime_shapes(located) if located else {}
+        except Exception:  # an unreadable problem yields no features, and so no threshold
+            shapes = {}
+        _SHAPES[problem] = {r: features(e) for r, e in shapes.items()}
+    return _SHAPES[problem]
+
+
+def learn_threshold(
+    speedups: dict[str, float], feats: dict[str, dict[str, float]], problem: str, evidence: str
+) -> Condition | None:
+    pays = [r for r, x in speedups.items() if x >= PAYS_OFF and r in feats]
+    nots = [r for r, x in speedups.items() if x < PAYS_OFF and r in feats]
+    if not pays or not nots:
+        return None
+    for f in FEATURES:
+        if any(f not in feats[r] for r in pays + nots):
+            continue
+        pv, nv = [feats[r][f] for r in pays], [feats[r][f] for r in nots]
+        if min(pv + nv) <= 0:
+            continue
+        for op, lo, hi in (("<=", max(pv), min(nv)), (">=", max(nv), min(pv))):
+            if lo < hi:
+                t = math.sqrt(lo * hi)
+                return Condition(
+                    kind="measured", predicate=f"pays off when {f} {op} {t:.4g}",
+                    evidence=f"{evidence}: pays on {', '.join(f'{r} ({f} {feats[r][f]:.4g})' for r in pays)}; "
+                    f"not on {', '.join(f'{r} ({f} {feats[r][f]:.4g})' for r in nots)}",
+                    feature=f, op=op, threshold=t, source_problem=problem,
+                )  # fmt: skip
+    return None

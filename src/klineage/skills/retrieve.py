@@ -1,0 +1,131 @@
+"""Retrieve the skills that apply to a target kernel, with why each was selected or excluded.
+
+A skill is selected when its static conditions hold (its pass finds a forward site in the
+target's code; its hardware needs are met) and its measured conditions match at least one of
+the target's regimes: a learned threshold holds there, or, with no threshold, the nearest
+measured regime (by log shape features) paid off. Selected skills are ranked by the best
+predicted speedup. Predictions are labelled as such; only the gate measures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from klineage.problem.shapes import features, regime_shapes
+from klineage.rewrite import all_passes
+from klineage.skills.conditions import PAYS_OFF, regime_features
+from klineage.skills.extract import HARDWARE_CONDITIONS, trusted
+from klineage.skills.model import Skill
+
+
+@dataclass
+class Retrieved:
+    skill: Skill
+    selected: bool
+    reasons: list[str] = field(default_factory=list)
+    sites: int = 0
+    predicted: dict[str, float] = field(default_factory=dict)  # target regime -> predicted speedup
+
+    @property
+    def score(self) -> float:
+        return max(self.predicted.values(), default=1.0)
+
+
+def _distance(a: dict[str, float], b: dict[str, float]) -> float:
+    keys = [k for k in a if k in b and a[k] > 0 and b[k] > 0]
+    return math.sqrt(sum(math.log(a[k] / b[k]) ** 2 for k in keys)) if keys else math.inf
+
+
+def _predict(
+    skill: Skill, target: dict[str, dict[str, float]]
+) -> tuple[dict[str, float], list[str]]:
+    thresholds = [c for c in skill.conditions if c.feature is not None]
+    measured = [e for e in skill.effects if e.measured and e.speedup is not None and trusted(e)]
+    if not measured:
+        return {}, ["no trusted measured effect: the gain on this target is unknown"]
+    paying = [e.speedup for e in measured if e.speedup is not None and e.speedup >= PAYS_OFF]
+    gain = math.exp(sum(math.log(x) for x in paying) / len(paying)) if paying else 1.0
+    predicted: dict[str, float] = {}
+    why: list[str] = []
+    for regime, feats in target.items():
+        verdicts = [c.holds(feats) for c in thresholds]
+        if any(v is not None for v in verdicts):
+            ok = any(v for v in verdicts)
+            predicted[regime] = gain if ok else 1.0
+            c = thresholds[0]
+            why.append(
+                f"{regime}: {c.feature} {feats.get(c.feature or '', float('nan')):.4g} {'meets' if ok else 'fails'} '{c.predicate}' -> predicted {predicted[regime]:.2f}x"
+            )
+            continue
+        # No threshold: the nearest measured regime of any source problem decides.
+        best, best_d = None, math.inf
+        for e in measured:
+            src = next((p.problem for p in skill.provenance if p.lineage_id == e.lineage_id), None)
+            f = regime_features(src).get(e.regime, {}) if src else {}
+            d = _distance(feats, f)
+            if d < best_d:
+                best, best_d = e, d
+        if best is not None and best.speedup is not None:
+            predicted[regime] = best.speedup
+            why.append(
+                f"{regime}: nearest measured regime {best.regime} gave {best.speedup:.2f}x -> predicted {best.speedup:.2f}x"
+            )
+    return predicted, why
+
+
+def retrieve(
+    skills: list[Skill],
+    problem: Path,
+    kernel: Path,
+    device: str = "cuda",
+    capability: str | None = None,
+) -> list[Retrieved]:
+    """Every skill, selected or excluded with reasons; selected first, best predicted first."""
+    source = kernel.read_text(encoding="utf-8")
+    target = {r: features(e) for r, e in regime_shapes(problem).items()}
+    passes = all_passes()
+    out: list[Retrieved] = []
+    for s in skills:
+        r = Retrieved(s, selected=False)
+        p = passes.get(s.rewrite.pass_name)
+        if p is None:
+            r.reasons.append(
+                f"excluded: rewrite pass {s.rewrite.pass_name!r} is not registered here"
+            )
+            out.append(r)
+            continue
+        sites = p.forward_sites(source)
+        r.sites = len(sites)
+        if not sites:
+            r.reasons.append(
+                f"excluded (static): no place in {kernel.name} where it could be added ({p.ANCHOR})"
+            )
+            out.append(r)
+            continue
+        need = HARDWARE_CONDITIONS.get(s.rewrite.pass_name)
+        if need and (device != "cuda" or capability is None or float(capability) < 9.0):
+            r.reasons.append(
+                f"excluded (static): needs {need}; target device {device}, capability {capability or 'unknown'}"
+            )
+            out.append(r)
+            continue
+        r.reasons.append(
+            f"static: {len(sites)} site(s) where it could be added ({sites[0].function or '<module>'}:{sites[0].line} ...)"
+        )
+        r.predicted, why = _predict(s, target)
+        r.reasons += why
+        if not r.predicted:
+            r.selected = True
+            r.reasons.append(
+                "selected: applicable, gain unknown (no trusted measurement); the gate will decide"
+            )
+        elif r.score >= PAYS_OFF:
+            r.selected = True
+            best = max(r.predicted, key=lambda k: r.predicted[k])
+            r.reasons.append(f"selected: predicted {r.score:.2f}x on {best}")
+        else:
+            r.reasons.append("excluded (measured): predicted no gain on any target regime")
+        out.append(r)
+    return sorted(out, key=lambda x: (not x.selected, -x.score, x.skill.name))
