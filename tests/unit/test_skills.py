@@ -153,3 +153,39 @@ def test_retrieval_selects_with_reasons_and_excludes_with_reasons(skills: list) 
     )
     assert any("tiny_rows: row_length 33 meets" in why for why in chosen.reasons)
     assert not results[s.name].selected and "not registered" in results[s.name].reasons[0]
+
+
+def test_retrieval_on_a_held_out_problem_with_the_h200_skills() -> None:
+    """The skills measured on the H200 (softmax and RMSNorm lineages), retrieved for a log-softmax
+    kernel outside the corpus: packing rows is predicted to pay on short rows only."""
+    from klineage.skills.library import merge
+    from klineage.skills.retrieve import retrieve
+    from tests.conftest import ROOT
+
+    merged: dict[tuple[str, str], object] = {}
+    for s in read_json(ROOT / "benchmarks" / "results" / "skills-h200-2026-11-30.json"):
+        key = (s.name, s.anchor)
+        merged[key] = merge(merged[key], s) if key in merged else s  # type: ignore[arg-type]
+    target = ROOT / "src" / "klineage" / "examples" / "logsoftmax"
+    results = {
+        r.skill.name: r
+        for r in retrieve(
+            list(merged.values()),
+            target / "problem.py",
+            target / "candidate.py",
+            device="cuda",
+            capability="9.0",
+        )
+    }  # type: ignore[arg-type]
+    rows = results["rows_per_program"]
+    assert rows.selected and rows.predicted["short_rows"] > 2 and rows.predicted["long_rows"] == 1.0
+    assert any(
+        "short_rows: row_length 96 meets 'pays off when row_length <= 724" in why
+        for why in rows.reasons
+    )
+    excluded_static = [
+        r
+        for r in results.values()
+        if not r.selected and any(why.startswith("excluded (static)") for why in r.reasons)
+    ]
+    assert excluded_static, "some skills have no place in this kernel and must say so"
