@@ -12,6 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "src" / "klineage" / "examples" / "softmax"
 CANDIDATES = Path(__file__).resolve().parent / "interp" / "candidates"
 PROBLEMS = Path(__file__).resolve().parent / "interp" / "problems"
+KERNELS = ROOT / "src" / "klineage" / "kernels"
+UNSEEN = Path(__file__).resolve().parent / "interp" / "unseen"
 
 
 @pytest.fixture(autouse=True)

@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
+from tests.conftest import KERNELS, ROOT
 from tests.conftest import assert_gate_accepts as _gate
 
 pytestmark = pytest.mark.interpreter
 
-ROOT = Path(__file__).resolve().parents[2]
-KERNELS = ROOT / "src" / "klineage" / "kernels"
 SOFTMAX_PROBLEM = ROOT / "src" / "klineage" / "examples" / "softmax" / "problem.py"
 UNSEEN = Path(__file__).resolve().parent / "unseen" / "block_size_softmax.py"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
+from tests.conftest import ROOT
 from tests.conftest import assert_gate_accepts as _gate
 
 pytestmark = pytest.mark.interpreter
 
-ROOT = Path(__file__).resolve().parents[2]
 ATTENTION = ROOT / "src" / "klineage" / "kernels" / "attention"
 UNSEEN = Path(__file__).resolve().parent / "unseen" / "causal_block_skipping_single_loop.py"
 

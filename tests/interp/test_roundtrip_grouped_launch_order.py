@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
+from tests.conftest import KERNELS, UNSEEN
 from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
 
-KERNELS = Path(__file__).resolve().parents[2] / "src" / "klineage" / "kernels"
-UNSEEN = Path(__file__).resolve().parent / "unseen"
 SITES = {
     "matmul": 1,
     "attention": 0,

@@ -7,12 +7,10 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
+from tests.conftest import KERNELS, UNSEEN
 from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
-
-KERNELS = Path(__file__).resolve().parents[2] / "src" / "klineage" / "kernels"
-UNSEEN = Path(__file__).resolve().parent / "unseen"
 
 
 def test_matmul_offsets_hint_round_trips_through_the_gate(tmp_path: Path) -> None:

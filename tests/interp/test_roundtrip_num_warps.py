@@ -11,13 +11,10 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
+from tests.conftest import KERNELS, ROOT, UNSEEN
 from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
-
-ROOT = Path(__file__).resolve().parents[2]
-KERNELS = ROOT / "src" / "klineage" / "kernels"
-UNSEEN = Path(__file__).resolve().parent / "unseen"
 
 
 def test_rmsnorm_launch_num_warps_round_trips_through_the_gate(tmp_path: Path) -> None:

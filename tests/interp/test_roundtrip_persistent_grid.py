@@ -9,13 +9,10 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
+from tests.conftest import KERNELS, UNSEEN
 from tests.conftest import assert_gate_accepts as _gate
 
 pytestmark = pytest.mark.interpreter
-
-ROOT = Path(__file__).resolve().parents[2]
-KERNELS = ROOT / "src" / "klineage" / "kernels"
-UNSEEN = Path(__file__).resolve().parent / "unseen"
 
 
 def test_softmax_one_program_per_block_and_back(tmp_path: Path) -> None:

@@ -8,13 +8,11 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
+from tests.conftest import KERNELS, ROOT, UNSEEN
 from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
 
-ROOT = Path(__file__).resolve().parents[2]
-KERNELS = ROOT / "src" / "klineage" / "kernels"
-UNSEEN = Path(__file__).resolve().parent / "unseen"
 SITES = {
     "matmul": 2,
     "attention": 2,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
+from tests.conftest import ROOT
 from tests.conftest import assert_gate_accepts as _gate
 
 pytestmark = pytest.mark.interpreter
 
-ROOT = Path(__file__).resolve().parents[2]
 MATMUL = ROOT / "src" / "klineage" / "kernels" / "matmul"
 SOFTMAX = ROOT / "src" / "klineage" / "examples" / "softmax" / "problem.py"
 UNSEEN = Path(__file__).resolve().parent / "unseen" / "tma_descriptors_softmax.py"
