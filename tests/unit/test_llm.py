@@ -4,11 +4,7 @@ client against a local HTTP server that speaks the chat-completions protocol (12
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,53 +13,15 @@ from klineage.config import env_scope
 from klineage.errors import UsageError
 from klineage.llm import LLMError, Message, backend_schemes, get_backend
 from klineage.llm.log import LoggedBackend, replay
+from tests.chat_server import chat_server, free_port
 
 pytest.importorskip("openai")
 
 
-class ChatServer(BaseHTTPRequestHandler):
-    """POST /v1/chat/completions: the reply is chosen by the last user message."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        prompt = body["messages"][-1]["content"]
-        if prompt == "fail":
-            self._send(500, {"error": {"message": "model crashed", "type": "server_error"}})
-            return
-        if prompt == "slow":
-            time.sleep(3)
-        reply = f"echo: {prompt}"
-        self._send(200, {
-            "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
-            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
-        })  # fmt: skip
-
-    def _send(self, code: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    with chat_server() as httpd:
+        yield httpd.url
 
 
 def test_builtins_register_through_the_hook_and_bad_specs_are_usage_errors() -> None:

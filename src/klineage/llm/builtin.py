@@ -28,6 +28,19 @@ class OpenAIChat:
         self.name = f"openai-compatible:{base_url}:{model}" if base_url else f"openai:{model}"
         self.client: Any = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
 
+    def probe(self, timeout_s: float = 10.0) -> None:
+        """Fail before any work if the server cannot be reached (GET /models). A server that
+        answers with an HTTP error is reachable; the first completion will say more."""
+        o = self._openai
+        try:
+            self.client.models.list(timeout=timeout_s)
+        except o.APIConnectionError as e:
+            raise UsageError(
+                f"--llm {self.name}: cannot reach {self.base_url or 'the OpenAI API'} ({e}); no work was started"
+            ) from e
+        except o.APIStatusError:
+            pass
+
     def complete(
         self,
         messages: list[Message],

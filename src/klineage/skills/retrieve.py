@@ -27,6 +27,9 @@ class Retrieved:
     reasons: list[str] = field(default_factory=list)
     sites: int = 0
     predicted: dict[str, float] = field(default_factory=dict)  # target regime -> predicted speedup
+    # How it would be materialized: "mechanical" (its pass finds a forward site), "llm" (no
+    # site, but an LLM may write it), or "" when excluded statically.
+    materializer: str = ""
 
     @property
     def score(self) -> float:
@@ -75,16 +78,44 @@ def _predict(
     return predicted, why
 
 
+def _predict_unconditioned(
+    skill: Skill, target: dict[str, dict[str, float]]
+) -> tuple[dict[str, float], list[str]]:
+    """What an agent that knows what the skill did, but not when, expects: its typical gain
+    where it paid off, on every target regime."""
+    measured = [
+        e.speedup for e in skill.effects if e.measured and e.speedup is not None and trusted(e)
+    ]
+    paying = [x for x in measured if x >= PAYS_OFF]
+    if not paying:
+        return {}, ["no trusted paying effect recorded (conditions ignored)"]
+    gain = math.exp(sum(math.log(x) for x in paying) / len(paying))
+    return {r: gain for r in target}, [
+        f"conditions ignored: its typical gain {gain:.2f}x expected everywhere"
+    ]
+
+
 def retrieve(
     skills: list[Skill],
     problem: Path,
     kernel: Path,
     device: str = "cuda",
     capability: str | None = None,
+    *,
+    llm: bool = False,
+    source: str | None = None,
+    target: dict[str, dict[str, float]] | None = None,
+    ignore_conditions: bool = False,
 ) -> list[Retrieved]:
-    """Every skill, selected or excluded with reasons; selected first, best predicted first."""
-    source = kernel.read_text(encoding="utf-8")
-    target = {r: features(e) for r, e in regime_shapes(problem).items()}
+    """Every skill, selected or excluded with reasons; selected first, best predicted first.
+
+    With `llm`, a skill whose pass finds no site in the kernel is not excluded: an LLM may
+    write it (its materializer is "llm"). With `ignore_conditions` (the what-only baseline),
+    measured conditions are not consulted: the prediction is the skill's typical paying effect
+    wherever it was measured. `source` and `target` (regime features) skip re-reading them."""
+    source = source if source is not None else kernel.read_text(encoding="utf-8")
+    if target is None:
+        target = {r: features(e) for r, e in regime_shapes(problem).items()}
     passes = all_passes()
     out: list[Retrieved] = []
     for s in skills:
@@ -98,12 +129,13 @@ def retrieve(
             continue
         sites = p.forward_sites(source)
         r.sites = len(sites)
-        if not sites:
+        if not sites and not llm:
             r.reasons.append(
                 f"excluded (static): no place in {kernel.name} where it could be added ({p.ANCHOR})"
             )
             out.append(r)
             continue
+        r.materializer = "mechanical" if sites else "llm"
         need = HARDWARE_CONDITIONS.get(s.rewrite.pass_name)
         if need and (device != "cuda" or capability is None or float(capability) < 9.0):
             r.reasons.append(
@@ -111,10 +143,17 @@ def retrieve(
             )
             out.append(r)
             continue
-        r.reasons.append(
-            f"static: {len(sites)} site(s) where it could be added ({sites[0].function or '<module>'}:{sites[0].line} ...)"
+        if sites:
+            r.reasons.append(
+                f"static: {len(sites)} site(s) where it could be added ({sites[0].function or '<module>'}:{sites[0].line} ...)"
+            )
+        else:
+            r.reasons.append(
+                f"static: no site for its rewrite ({p.ANCHOR}); an LLM would have to write it"
+            )
+        r.predicted, why = (
+            _predict_unconditioned(s, target) if ignore_conditions else _predict(s, target)
         )
-        r.predicted, why = _predict(s, target)
         r.reasons += why
         if not r.predicted:
             r.selected = True

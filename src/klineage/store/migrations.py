@@ -67,4 +67,50 @@ MIGRATIONS: list[str] = [
         UNIQUE (pass_name, anchor)
     );
     """,
+    # 3: optimize runs and their trials (the trajectory), replayed on resume.
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        problem_path TEXT NOT NULL,
+        kernel_path TEXT NOT NULL,
+        problem_sha TEXT NOT NULL,
+        kernel_sha TEXT NOT NULL,
+        device TEXT NOT NULL,
+        policy TEXT NOT NULL,
+        settings TEXT NOT NULL,         -- JSON: budget, regimes, margin, llm, skills
+        status TEXT NOT NULL,           -- running | done | refused
+        stop_reason TEXT NOT NULL DEFAULT '',
+        start_gate TEXT,                -- JSON GateResult of the starting kernel
+        summary TEXT,                   -- JSON RunSummary when done
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE trials (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,           -- order in the run, from 1
+        proposal TEXT NOT NULL,         -- what was tried: policy's key (skill or pass, materializer)
+        label TEXT NOT NULL DEFAULT '', -- the same, in words
+        skill_id TEXT,
+        materializer TEXT NOT NULL,     -- mechanical | llm | llm-repair
+        base_sha TEXT NOT NULL,         -- the kernel it was applied to
+        candidate TEXT,
+        candidate_sha TEXT,
+        gated INTEGER NOT NULL,         -- 1: a gate call was spent
+        accepted INTEGER NOT NULL,
+        kept INTEGER NOT NULL,          -- 1: became the new best
+        failed_stage TEXT,
+        message TEXT NOT NULL DEFAULT '',
+        gate TEXT,                      -- JSON GateResult
+        speedup REAL,                   -- geomean over regimes vs the best before it (GPU)
+        predicted REAL,                 -- the skill's predicted speedup (CPU)
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        reply TEXT,                     -- the LLM reply, kept for replay
+        seconds REAL NOT NULL DEFAULT 0,
+        created TEXT NOT NULL,
+        UNIQUE (run_id, seq)
+    );
+    CREATE INDEX trials_by_run ON trials(run_id);
+    """,
 ]

@@ -1,0 +1,412 @@
+"""The optimize loop: from a correct kernel, try what a policy proposes, one at a time, under the
+gate and a budget; keep a candidate only if it is correct on every regime and faster.
+
+Faster means, on a GPU, a geometric-mean speedup over the timed regimes of at least 1 + margin
+against the best kernel so far, both measured by the gate. On the CPU nothing is timed: a
+correct candidate is kept when its skill predicts a gain (>= 1.05x) on the target's regimes,
+and the result is labelled "predicted, not measured".
+
+Budget: gate calls spent on candidates (the starting kernel's gate call is the baseline and is
+not charged; an identical candidate is not gated twice), and LLM tokens when an LLM is used.
+
+Every trial is committed to the store as it happens (`trials`, migration 3). Running the same
+command again resumes: trials already recorded are replayed from the store in order (no gate
+call, no LLM call), and the loop goes on from where it stopped; a larger --budget continues a
+finished run.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from klineage.config import GateConfig
+from klineage.errors import KLineageError, LoadError, UsageError
+from klineage.gate import GateResult, run_gate
+from klineage.lineage.walk import candidate_file, kernel_ms, sha
+from klineage.llm.base import LLMBackend
+from klineage.optimize.materialize import LLMMaterializer, Materialized, mechanical
+from klineage.optimize.policies import Context, Proposal, get_policy
+from klineage.problem.loader import read_source
+from klineage.problem.shapes import features, regime_shapes
+from klineage.skills.conditions import PAYS_OFF
+from klineage.skills.model import Skill
+from klineage.store import Store
+from klineage.store.db import TrialRow
+
+EventCallback = Callable[[str, dict[str, Any]], None]
+
+
+class OptimizeRefused(KLineageError):
+    """The starting kernel fails the gate: there is nothing correct to optimize from."""
+
+
+@dataclass
+class Settings:
+    budget: int = 10
+    margin: float = 0.03
+    max_tokens: int | None = None  # total LLM tokens (in + out) the run may use
+    regimes: list[str] = field(default_factory=list)
+    seed: int = 0
+    repair: bool = True
+    llm_timeout_s: float = 300.0
+
+
+@dataclass
+class State:
+    best_source: str
+    best_gate: dict[str, Any]
+    gate_calls: int = 0
+    tokens: int = 0
+    seq: int = 0
+    feedback: str = ""
+    seen: dict[str, int] = field(default_factory=dict)  # candidate sha -> trial seq
+    kept: list[str] = field(default_factory=list)
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (gate calls, speedup vs start)
+
+
+def cpu_regimes_of(problem_src: str) -> list[str]:
+    """CPU_REGIMES read statically (the problem module is user code; it runs only in children)."""
+    try:
+        tree = ast.parse(problem_src)
+    except SyntaxError:
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "CPU_REGIMES" for t in node.targets
+        ):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return []
+            return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+    return []
+
+
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 1.0
+
+
+def speedup(
+    base_gate: dict[str, Any], new_gate: dict[str, Any], timed: list[str]
+) -> dict[str, float]:
+    """base / new kernel time per timed regime both measured (empty on the CPU)."""
+    b, n = kernel_ms(base_gate), kernel_ms(new_gate)
+    regimes = [r for r in (timed or list(b)) if r in b and r in n and n[r] > 0]
+    return {r: b[r] / n[r] for r in regimes}
+
+
+class Optimizer:
+    def __init__(self, store: Store, problem: Path, kernel: Path, *, skills: list[Skill], device: str, policy: str,
+                 settings: Settings, config: GateConfig | None, llm: LLMBackend | None, on_event: EventCallback | None,
+                 capability: str | None = None) -> None:  # fmt: skip
+        self.store, self.problem, self.kernel = store, problem, kernel
+        self.skills, self.device, self.settings = skills, device, settings
+        self.policy = get_policy(policy)
+        if self.policy.name == "llm-feedback" and llm is None:
+            raise UsageError("--policy llm-feedback needs an LLM: pass --llm SPEC")
+        self.llm = (
+            LLMMaterializer(llm, timeout_s=settings.llm_timeout_s) if llm is not None else None
+        )
+        self.llm_name = llm.name if llm is not None else ""
+        # Candidates are gated strictly (an LLM's file is untrusted); torch.compile is timed
+        # once, on the starting kernel, for the summary.
+        base = config or GateConfig()
+        self.start_config = base
+        self.config = base.model_copy(update={"profile_compile": False})
+        self.capability = capability
+        self.emit = on_event or (lambda kind, data: None)
+        self.problem_src, self.kernel_src = read_source(problem), read_source(kernel)
+        cpu = cpu_regimes_of(self.problem_src)
+        shapes = regime_shapes(problem)
+        self.target = {r: features(e) for r, e in shapes.items()}
+        self.regime_text = "\n".join(
+            f"- {r}: inputs {e['shapes']} {e['dtypes']}" for r, e in shapes.items()
+        )
+        # On a GPU, speed is judged on the regimes sized for it (not the interpreter's tiny ones).
+        self.timed = (
+            [r for r in (settings.regimes or list(shapes)) if r not in cpu]
+            if device == "cuda"
+            else []
+        )
+        self.run_id = self._run_id()
+
+    def _run_id(self) -> str:
+        blob = json.dumps([sha(self.problem_src), sha(self.kernel_src), self.device, self.policy.name,
+                           sorted(s.id + sha(s.model_dump_json())[:8] for s in self.skills), self.llm_name,
+                           sorted(self.settings.regimes), self.settings.margin, self.settings.seed])  # fmt: skip
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    # gate ---------------------------------------------------------------------------------
+
+    def gate(self, source: str, config: GateConfig) -> GateResult:
+        return run_gate(self.problem, candidate_file(source), device=self.device,
+                        regimes=self.settings.regimes or None, config=config)  # fmt: skip
+
+    # the run ------------------------------------------------------------------------------
+
+    def run(self, fresh: bool = False) -> dict[str, Any]:
+        s = self.settings
+        if fresh and self.store.get_run(self.run_id) is not None:
+            self.store.delete_run(self.run_id)
+        row = self.store.get_run(self.run_id)
+        settings_json = {"budget": s.budget, "margin": s.margin, "max_tokens": s.max_tokens, "regimes": s.regimes,
+                         "seed": s.seed, "llm": self.llm_name, "skills": len(self.skills), "timed": self.timed}  # fmt: skip
+        if row is None:
+            self.store.create_run(self.run_id, str(self.problem), str(self.kernel), sha(self.problem_src), sha(self.kernel_src),
+                                  self.device, self.policy.name, settings_json)  # fmt: skip
+            row = self.store.get_run(self.run_id)
+        assert row is not None
+        if row.status == "refused":
+            raise OptimizeRefused(row.stop_reason)
+        if row.start_gate is None:
+            self.emit("start", {"id": self.run_id})
+            g = self.gate(self.kernel_src, self.start_config)
+            if not g.accepted:
+                reason = f"the starting kernel {self.kernel} fails the gate: {g.message}"
+                self.store.update_run(
+                    self.run_id,
+                    status="refused",
+                    stop_reason=reason,
+                    start_gate=g.model_dump(mode="json"),
+                )
+                raise OptimizeRefused(reason)
+            self.store.update_run(self.run_id, start_gate=g.model_dump(mode="json"))
+            start_gate = g.model_dump(mode="json")
+        else:
+            start_gate = row.start_gate
+            self.emit("resume", {"id": self.run_id, "trials": len(self.store.trials(self.run_id))})
+        self.store.update_run(self.run_id, status="running", settings=settings_json)
+        st = State(self.kernel_src, start_gate, seen={sha(self.kernel_src): 0})
+        st.curve.append((0, 1.0))
+        self.start_gate = start_gate
+        prior = {t.seq: t for t in self.store.trials(self.run_id)}
+        ctx = Context(self.problem, self.kernel, self.device, self.skills, self.llm is not None, s.seed, self.target,
+                      self.capability, st.best_source)  # fmt: skip
+        reason = self._loop(ctx, st, prior)
+        summary = self.summary(st, reason)
+        self.store.update_run(self.run_id, status="done", stop_reason=reason, summary=summary)
+        self.emit("done", {"id": self.run_id, "reason": reason})
+        return summary
+
+    def _loop(self, ctx: Context, st: State, prior: dict[int, TrialRow]) -> str:
+        s = self.settings
+        proposals: Iterator[Proposal] = self.policy.proposals(ctx)
+        while True:
+            if st.gate_calls >= s.budget:
+                return f"budget of {s.budget} gate calls spent"
+            if s.max_tokens is not None and st.tokens >= s.max_tokens:
+                return f"budget of {s.max_tokens} LLM tokens spent"
+            ctx.best_source = st.best_source
+            try:
+                prop = next(proposals)
+            except StopIteration:
+                return (
+                    "no proposal left (every retrieved skill tried)"
+                    if self.policy.knowledge != "none"
+                    else "no proposal left"
+                )
+            self._try(prop, st, prior, ctx)
+
+    def _try(self, prop: Proposal, st: State, prior: dict[int, TrialRow], ctx: Context) -> None:
+        if prop.materializer == "llm" and self.llm is None:
+            self._record(
+                st, prior, prop, "llm", Materialized(None, "needs an LLM (--llm) to be written")
+            )
+            return
+        if prop.materializer == "mechanical":
+            m = self._replayed(st, prior, prop, "mechanical") or mechanical(
+                st.best_source, prop.pass_name or "", prop.params
+            )
+            self._record(st, prior, prop, "mechanical", m)
+            # The rewrite did not fit this code (its sites need what the expert had): with an
+            # LLM, a skill (not a bare pass) is written by the LLM instead.
+            if m.source is not None or self.llm is None or prop.skill is None:
+                return
+            if self.settings.budget <= st.gate_calls:
+                return
+        assert self.llm is not None
+        replay = self._replayed(st, prior, prop, "llm")
+        m = replay or self.llm.propose(
+            self.problem_src, st.best_source, prop.skill, self.regime_text, st.feedback
+        )
+        if replay is not None:  # rebuild the conversation for a repair turn
+            from klineage.llm.base import Message
+            from klineage.optimize.materialize import build_prompt
+
+            m.messages = [*build_prompt(self.problem_src, st.best_source, prop.skill, self.regime_text, st.feedback),
+                          Message("assistant", replay.reply or "")]  # fmt: skip
+        base = st.best_source
+        trial = self._record(st, prior, prop, "llm", m)
+        if (trial is not None and trial.gated and not trial.accepted and self.settings.repair
+                and st.gate_calls < self.settings.budget and st.best_source == base):  # fmt: skip
+            r = self._replayed(st, prior, prop, "llm-repair") or self.llm.repair(m, trial.message)
+            self._record(st, prior, prop, "llm-repair", r)
+
+    def _replayed(self, st: State, prior: dict[int, TrialRow], prop: Proposal, materializer: str) -> Materialized | None:  # fmt: skip
+        t = prior.get(st.seq + 1)
+        if t is None:
+            return None
+        if (
+            t.proposal != prop.key
+            or t.materializer != materializer
+            or t.base_sha != sha(st.best_source)
+        ):
+            raise KLineageError(
+                f"run {self.run_id}: the stored trajectory diverges at trial {t.seq} (stored {t.proposal} "
+                f"{t.materializer}, now {prop.key} {materializer}); rerun with --fresh to start over"
+            )
+        return Materialized(t.candidate, t.message, 0, t.tokens_in, t.tokens_out, t.reply)
+
+    def _record(self, st: State, prior: dict[int, TrialRow], prop: Proposal, materializer: str, m: Materialized) -> TrialRow | None:  # fmt: skip
+        st.seq += 1
+        st.tokens += m.tokens_in + m.tokens_out
+        base_sha = sha(st.best_source)
+        stored = prior.get(st.seq)
+        if stored is not None:  # replay: the outcome is in the store
+            self._apply(st, stored)
+            self.emit("trial", {"replayed": True, **self._event(stored, prop)})
+            return stored
+        t0 = time.perf_counter()
+        fields: dict[str, Any] = {"tokens_in": m.tokens_in, "tokens_out": m.tokens_out, "reply": m.reply,
+                                  "predicted": prop.predicted}  # fmt: skip
+        if m.source is None:
+            fields["message"] = m.reason
+        elif sha(m.source) in st.seen:
+            fields.update(candidate=m.source, candidate_sha=sha(m.source),
+                          message=f"same kernel as trial {st.seen[sha(m.source)]}; not gated again")  # fmt: skip
+        else:
+            self.emit("gating", {"seq": st.seq, "label": prop.label, "materializer": materializer})
+            g = self.gate(m.source, self.config)
+            gate = g.model_dump(mode="json")
+            fields.update(candidate=m.source, candidate_sha=sha(m.source), gated=True, accepted=g.accepted, gate=gate,
+                          failed_stage=g.failed_stage.value if g.failed_stage else None,
+                          message=(m.reason if g.accepted else g.message))  # fmt: skip
+            if g.accepted:
+                fields.update(self._judge(st, gate, prop))
+        fields["seconds"] = time.perf_counter() - t0
+        self.store.add_trial(
+            self.run_id,
+            st.seq,
+            prop.key,
+            prop.label,
+            prop.skill.id if prop.skill else None,
+            materializer,
+            base_sha,
+            **fields,
+        )
+        trial = next(t for t in self.store.trials(self.run_id) if t.seq == st.seq)
+        self._apply(st, trial)
+        self.emit("trial", {"replayed": False, **self._event(trial, prop)})
+        return trial
+
+    def _judge(self, st: State, gate: dict[str, Any], prop: Proposal) -> dict[str, Any]:
+        """Whether an accepted candidate becomes the new best, and by how much it is faster."""
+        if self.device == "cuda":
+            x = speedup(st.best_gate, gate, self.timed)
+            g = geomean(list(x.values())) if x else None
+            kept = g is not None and g >= 1.0 + self.settings.margin
+            return {"speedup": g, "kept": kept, "message": (f"kept: {g:.3f}x over the best so far" if kept else
+                    f"correct, not faster by {self.settings.margin:.0%}: {g:.3f}x" if g else "correct, not timed")}  # fmt: skip
+        kept = prop.predicted is not None and prop.predicted >= PAYS_OFF
+        return {"kept": kept, "message": (f"kept (predicted, not measured): the skill predicts {prop.predicted:.2f}x" if kept
+                else "correct; no predicted gain, so not kept (nothing is timed on the CPU)")}  # fmt: skip
+
+    def _apply(self, st: State, t: TrialRow) -> None:
+        if t.gated:
+            st.gate_calls += 1
+            st.feedback = "accepted" if t.accepted else t.message
+            if t.candidate_sha:
+                st.seen.setdefault(t.candidate_sha, t.seq)
+        if t.kept and t.candidate and t.gate:
+            st.best_source, st.best_gate = t.candidate, t.gate
+            st.kept.append(t.proposal)
+        if t.gated:
+            x = speedup(self.start_gate, st.best_gate, self.timed)
+            st.curve.append((st.gate_calls, geomean(list(x.values())) if x else 1.0))
+
+    @staticmethod
+    def _event(t: TrialRow, prop: Proposal) -> dict[str, Any]:
+        return {"seq": t.seq, "label": prop.label, "materializer": t.materializer, "gated": t.gated,
+                "accepted": t.accepted, "kept": t.kept, "speedup": t.speedup, "message": t.message}  # fmt: skip
+
+    # the result ---------------------------------------------------------------------------
+
+    def summary(self, st: State, reason: str) -> dict[str, Any]:
+        trials = self.store.trials(self.run_id)
+        start_rows = _profile_rows(self.start_gate)
+        best_rows = _profile_rows(st.best_gate)
+        per_regime = {}
+        for r in self.timed:
+            a, b = start_rows.get(r, {}), best_rows.get(r, {})
+            if a.get("kernel_ms") and b.get("kernel_ms"):
+                per_regime[r] = {
+                    "start_ms": a["kernel_ms"], "best_ms": b["kernel_ms"], "speedup": a["kernel_ms"] / b["kernel_ms"],
+                    "vs_eager": a["eager_ms"] / b["kernel_ms"] if a.get("eager_ms") else None,
+                    "vs_compile": a["compile_ms"] / b["kernel_ms"] if a.get("compile_ms") else None,
+                    "pct_of_floor": 100.0 * b["floor_ms"] / b["kernel_ms"] if b.get("floor_ms") else None,
+                }  # fmt: skip
+        measured = bool(per_regime)
+        applied = [t for t in trials if t.kept]
+        return {
+            "run_id": self.run_id, "problem": str(self.problem), "kernel": str(self.kernel), "device": self.device,
+            "policy": self.policy.name, "llm": self.llm_name or None, "stop_reason": reason,
+            "measured": measured, "label": "measured" if measured else "predicted, not measured",
+            "gate_calls": st.gate_calls, "budget": self.settings.budget, "tokens": st.tokens, "trials": len(trials),
+            "applied": [{"seq": t.seq, "proposal": t.proposal, "label": t.label, "materializer": t.materializer, "speedup": t.speedup,
+                         "predicted": t.predicted, "message": t.message} for t in applied],
+            "speedup": geomean([v["speedup"] for v in per_regime.values()]) if measured else None,
+            "predicted": _predicted_total(applied) if not measured else None,
+            "regimes": per_regime, "curve": st.curve, "best_source": st.best_source,
+            "environment": (st.best_gate.get("environment") or {}),
+        }  # fmt: skip
+
+
+def _predicted_total(applied: list[TrialRow]) -> float | None:
+    xs = [t.predicted for t in applied if t.predicted]
+    return math.prod(xs) if xs else None
+
+
+def _profile_rows(gate: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    for stage in gate.get("stages", []):
+        if stage["stage"] == "profile":
+            return stage.get("numbers", {}).get("regimes", {}) or {}
+    return {}
+
+
+def optimize(
+    problem: str | Path,
+    kernel: str | Path,
+    *,
+    store: Store,
+    skills: list[Skill],
+    device: str = "cpu",
+    policy: str = "klineage",
+    settings: Settings | None = None,
+    config: GateConfig | None = None,
+    llm: LLMBackend | None = None,
+    capability: str | None = None,
+    fresh: bool = False,
+    on_event: EventCallback | None = None,
+) -> dict[str, Any]:
+    """Optimize `kernel` for `problem`; returns the run summary (also stored, with every trial)."""
+    settings = settings or Settings()
+    if settings.budget < 1:
+        raise UsageError("--budget must be at least 1 gate call")
+    if not 0 <= settings.margin < 1:
+        raise UsageError("--margin must be in [0, 1), e.g. 0.03 for 3%")
+    problem_path, kernel_path = Path(problem).resolve(), Path(kernel).resolve()
+    for p in (problem_path, kernel_path):
+        if not p.exists():
+            raise LoadError(str(p), "file not found", expected="a Python file")
+    opt = Optimizer(store, problem_path, kernel_path, skills=skills, device=device, policy=policy, settings=settings,
+                    config=config, llm=llm, on_event=on_event, capability=capability)  # fmt: skip
+    return opt.run(fresh=fresh)

@@ -1,0 +1,136 @@
+"""Policies: what the optimize loop tries next. All share the loop, the gate and the budget.
+
+- klineage (default): skills retrieved for the target with their conditions (the "when"),
+  best predicted first; each materialized mechanically where its pass finds a site, by the LLM
+  otherwise (when one is given).
+- what-only: the same skills with their conditions ignored (what an agent that knows the
+  optimizations but not when they pay would try), ordered by their typical gain.
+- random: no knowledge, mechanical: every registered pass in a seeded random order, with the
+  pass's default parameters.
+- llm-feedback: no knowledge, LLM: "make it faster" from the kernel and the gate's feedback.
+
+A policy yields Proposals lazily; the loop asks for the next one after the previous is gated,
+so a policy can look at the current best kernel (`ctx.best_source`) and the trials so far.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from klineage.rewrite import all_passes
+from klineage.skills.model import Skill
+
+
+@dataclass
+class Proposal:
+    key: str  # stable across a replay: what was proposed and how
+    label: str
+    materializer: str  # "mechanical" or "llm"
+    skill: Skill | None = None
+    pass_name: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    # Predicted speedup on the target (best over its regimes); None when unknown.
+    predicted: float | None = None
+
+
+@dataclass
+class Context:
+    problem: Path
+    kernel: Path
+    device: str
+    skills: list[Skill]
+    llm: bool
+    seed: int
+    target: dict[str, dict[str, float]]  # regime -> shape features
+    capability: str | None = None
+    best_source: str = ""
+    history: list[Any] = field(default_factory=list)  # TrialRow-like records so far
+
+
+class Policy(Protocol):
+    name: str
+    knowledge: str  # "when" | "what" | "none" | "memory"
+
+    def proposals(self, ctx: Context) -> Iterator[Proposal]: ...
+
+
+POLICIES: dict[str, Callable[[], Policy]] = {}
+
+
+def register_policy(name: str) -> Callable[[Callable[[], Policy]], Callable[[], Policy]]:
+    def deco(factory: Callable[[], Policy]) -> Callable[[], Policy]:
+        POLICIES[name] = factory
+        return factory
+
+    return deco
+
+
+def get_policy(name: str) -> Policy:
+    from klineage.errors import UsageError
+
+    if name not in POLICIES:
+        raise UsageError(f"--policy {name}: expected one of {', '.join(POLICIES)}")
+    return POLICIES[name]()
+
+
+def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal]:
+    from klineage.skills.retrieve import retrieve
+
+    ranked = retrieve(ctx.skills, ctx.problem, ctx.kernel, ctx.device, ctx.capability, llm=ctx.llm,
+                      source=ctx.best_source, target=ctx.target, ignore_conditions=ignore_conditions)  # fmt: skip
+    for r in ranked:
+        if not r.selected:
+            continue
+        s = r.skill
+        tag = "what-only" if ignore_conditions else "skill"
+        yield Proposal(
+            key=f"{tag}:{s.id}:{r.materializer}",
+            label=f"{s.name} ({s.anchor})",
+            materializer=r.materializer,
+            skill=s,
+            pass_name=s.rewrite.pass_name,
+            params=dict(s.rewrite.params),
+            predicted=r.score if r.predicted else None,
+        )
+
+
+@register_policy("klineage")
+class WhenAware:
+    name, knowledge = "klineage", "when"
+
+    def proposals(self, ctx: Context) -> Iterator[Proposal]:
+        yield from _skill_proposals(ctx, ignore_conditions=False)
+
+
+@register_policy("what-only")
+class WhatOnly:
+    name, knowledge = "what-only", "what"
+
+    def proposals(self, ctx: Context) -> Iterator[Proposal]:
+        yield from _skill_proposals(ctx, ignore_conditions=True)
+
+
+@register_policy("random")
+class RandomPasses:
+    name, knowledge = "random", "none"
+
+    def proposals(self, ctx: Context) -> Iterator[Proposal]:
+        names = sorted(all_passes())
+        random.Random(ctx.seed).shuffle(names)
+        for n in names:
+            yield Proposal(key=f"pass:{n}", label=n, materializer="mechanical", pass_name=n)
+
+
+@register_policy("llm-feedback")
+class LLMFeedback:
+    name, knowledge = "llm-feedback", "none"
+
+    def proposals(self, ctx: Context) -> Iterator[Proposal]:
+        i = 0
+        while True:  # the budget stops it
+            i += 1
+            yield Proposal(key=f"llm-free:{i}", label=f"LLM refinement {i}", materializer="llm")

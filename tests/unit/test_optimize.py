@@ -1,0 +1,200 @@
+"""The optimize loop without kernels: materializers on source text, and the loop's decisions
+(keep only faster by the margin on a GPU, budget, duplicates, resume) with a fake gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klineage.errors import KLineageError, UsageError
+from klineage.gate import GateResult, RegimeOutcome, Stage, StageResult, Status
+from klineage.optimize import Settings, optimize
+from klineage.optimize import loop as loop_mod
+from klineage.optimize.materialize import adapt_params, extract_code, mechanical
+from klineage.optimize.policies import Proposal
+from klineage.store import open_store
+from tests.conftest import KERNELS
+
+NAIVE_MM = (KERNELS / "matmul" / "naive.py").read_text()
+
+
+def test_extract_code_takes_the_fenced_file_that_defines_modelnew() -> None:
+    reply = "Plan first.\n```python\nx = 1\n```\nThen:\n```python\nclass ModelNew:\n    pass\n```\n"
+    code, why = extract_code(reply)
+    assert code == "class ModelNew:\n    pass\n" and "ModelNew" in why
+    assert extract_code("no code at all")[0] is None
+    code, why = extract_code("```python\nclass ModelNew(:\n```")
+    assert code is None and "does not parse" in why
+    assert extract_code("```diff\n-class ModelNew\n```")[0] is None  # a diff is not a file
+
+
+def test_adapt_params_drops_what_names_the_experts_helpers() -> None:
+    kept, notes = adapt_params({"expr": "_num_warps(BLOCK_N)", "kind": "launch"}, NAIVE_MM)
+    assert kept == {"kind": "launch"} and "_num_warps" in notes[0]
+    configs = "[triton.Config({'BLOCK_SIZE_M': 128, 'GROUP_SIZE_M': 8}, num_warps=8)]"
+    assert adapt_params({"configs": configs}, NAIVE_MM)[0] == {}  # the naive kernel says BLOCK_M
+    ok = "[triton.Config({'BLOCK_M': 128, 'BLOCK_N': 64}, num_warps=8)]"
+    assert adapt_params({"configs": ok}, NAIVE_MM)[0] == {"configs": ok}
+
+
+def test_mechanical_applies_at_every_site_once() -> None:
+    m = mechanical(NAIVE_MM, "block_size")
+    assert m.source is not None and m.sites == 3
+    assert "BLOCK_M, BLOCK_N, BLOCK_K = 128, 128, 64" in m.source  # each tile doubled once
+    e = mechanical(NAIVE_MM, "cache_eviction_hints")
+    assert e.source is not None and e.source.count("eviction_policy") == 2
+    none = mechanical(NAIVE_MM, "causal_block_skipping")
+    assert none.source is None and "no place to add it" in none.reason
+    assert "not registered" in mechanical(NAIVE_MM, "nope").reason
+
+
+def _gate_result(ok: bool, ms: dict[str, float]) -> GateResult:
+    stages = [
+        StageResult(stage=s, status=Status.PASSED)
+        for s in (Stage.LOAD, Stage.STATIC_GUARDS, Stage.COMPILE, Stage.RUNTIME_GUARDS)
+    ]
+    stages.append(StageResult(stage=Stage.CORRECTNESS, status=Status.PASSED if ok else Status.FAILED, message="" if ok else "wrong values",
+                              regimes=[RegimeOutcome(regime=r, status=Status.PASSED) for r in ms]))  # fmt: skip
+    if ok:
+        rows = {r: {"kernel_ms": v, "eager_ms": 2.0, "floor_ms": 0.1} for r, v in ms.items()}
+        stages.append(
+            StageResult(stage=Stage.PROFILE, status=Status.PASSED, numbers={"regimes": rows})
+        )
+    return GateResult(problem="p", candidate="c", device="cuda", accepted=ok, stages=stages)
+
+
+class FakePolicy:
+    """Proposes passes by name; the fake gate reads '# speed: X' / '# broken' markers."""
+
+    name, knowledge = "fake", "none"
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def proposals(self, ctx: Any) -> Any:
+        for n in self.names:
+            yield Proposal(key=f"pass:{n}", label=n, materializer="mechanical", pass_name=n)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
+    """A problem with one GPU regime 'big' (and a CPU one), a kernel, passes that append
+    markers, and a gate timing 'big' as 1 / (product of speed markers)."""
+    problem = tmp_path / "problem.py"
+    problem.write_text("REGIMES = {'small': {}, 'big': {}}\nCPU_REGIMES = ('small',)\n")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text("# kernel\n")
+    effects = {
+        "fast": "# speed: 1.5\n",
+        "tiny": "# speed: 1.01\n",
+        "bad": "# broken\n",
+        "fast_again": "# speed: 1.5\n",
+    }
+    calls: list[str] = []
+
+    def fake_mechanical(source: str, name: str, params: Any = None) -> Any:
+        from klineage.optimize.materialize import Materialized
+
+        if name not in effects:
+            return Materialized(None, f"{name}: no place to add it")
+        return Materialized(source + effects[name], f"added {name}", 1)
+
+    def fake_gate(self: Any, source: str, config: Any) -> GateResult:
+        calls.append(source)
+        speed = 1.0
+        for line in source.splitlines():
+            if line.startswith("# speed:"):
+                speed *= float(line.split(":")[1])
+        return _gate_result("# broken" not in source, {"small": 1.0, "big": 1.0 / speed})
+
+    monkeypatch.setattr(loop_mod, "mechanical", fake_mechanical)
+    monkeypatch.setattr(loop_mod.Optimizer, "gate", fake_gate)
+    monkeypatch.setattr(loop_mod, "regime_shapes", lambda p: {"small": {"shapes": [[2]], "dtypes": ["float32"]},
+                                                               "big": {"shapes": [[4096]], "dtypes": ["float32"]}})  # fmt: skip
+    return {
+        "problem": problem,
+        "kernel": kernel,
+        "calls": calls,
+        "store": open_store(tmp_path / "k.db"),
+    }
+
+
+def _run(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch, names: list[str], **kw: Any
+) -> dict[str, Any]:
+    monkeypatch.setattr(loop_mod, "get_policy", lambda name: FakePolicy(names))
+    return optimize(
+        fake["problem"], fake["kernel"], store=fake["store"], skills=[], device="cuda", **kw
+    )
+
+
+def test_keeps_only_correct_and_faster_by_the_margin(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _run(
+        fake,
+        monkeypatch,
+        ["tiny", "bad", "none", "fast", "fast_again"],
+        settings=Settings(budget=10),
+    )
+    trials = fake["store"].trials(s["run_id"])
+    verdicts = [(t.proposal, t.gated, t.accepted, t.kept) for t in trials]
+    assert verdicts == [
+        ("pass:tiny", True, True, False),  # 1.01x < 1.03
+        ("pass:bad", True, False, False),  # wrong: rejected
+        ("pass:none", False, False, False),  # did not apply: no gate call spent
+        ("pass:fast", True, True, True),
+        ("pass:fast_again", True, True, True),  # stacks on the new best: 1.5x again
+    ]
+    assert (
+        s["gate_calls"] == 4
+        and s["measured"]
+        and s["regimes"]["big"]["speedup"] == pytest.approx(2.25)
+    )
+    assert "small" not in s["regimes"]  # CPU regimes are checked, not timed
+    assert s["curve"][-1] == [4, pytest.approx(2.25)] or s["curve"][-1] == (4, pytest.approx(2.25))
+
+
+def test_the_budget_stops_the_loop_and_a_larger_budget_resumes(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _run(fake, monkeypatch, ["tiny", "fast", "fast_again"], settings=Settings(budget=1))
+    assert s["gate_calls"] == 1 and "budget of 1 gate calls spent" in s["stop_reason"]
+    n = len(fake["calls"])
+    s2 = _run(fake, monkeypatch, ["tiny", "fast", "fast_again"], settings=Settings(budget=3))
+    assert s2["gate_calls"] == 3 and s2["run_id"] == s["run_id"]
+    # The start is re-gated on resume? No: its verdict is stored. Only the two new trials ran.
+    assert len(fake["calls"]) == n + 2
+
+
+def test_a_changed_policy_is_a_divergence_not_a_silent_mixup(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _run(fake, monkeypatch, ["tiny", "fast"], settings=Settings(budget=1))
+    with pytest.raises(KLineageError, match="diverges at trial 1"):
+        _run(fake, monkeypatch, ["fast", "tiny"], settings=Settings(budget=2))
+    s = _run(fake, monkeypatch, ["fast", "tiny"], settings=Settings(budget=2), fresh=True)
+    assert s["trials"] == 2
+
+
+def test_identical_candidates_are_not_gated_twice(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _run(fake, monkeypatch, ["tiny", "tiny"], settings=Settings(budget=5))
+    t = fake["store"].trials(s["run_id"])
+    assert [x.gated for x in t] == [True, False] and "same kernel as trial 1" in t[1].message
+
+
+def test_bad_settings_are_usage_errors(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(UsageError, match="--budget"):
+        _run(fake, monkeypatch, [], settings=Settings(budget=0))
+    with pytest.raises(UsageError, match="--margin"):
+        _run(fake, monkeypatch, [], settings=Settings(margin=1.5))
+    from klineage.optimize.policies import get_policy
+
+    with pytest.raises(UsageError, match="--policy nope: expected one of klineage, what-only"):
+        get_policy("nope")
