@@ -9,6 +9,8 @@ evidence. Confidence is the number of distinct source kernels the skill was seen
 from __future__ import annotations
 
 import hashlib
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from klineage.skills.model import Skill
@@ -77,3 +79,26 @@ def add_to_library(store: Store, skills: list[Skill]) -> tuple[int, int]:
 
 def library_skills(store: Store) -> list[Skill]:
     return [Skill.model_validate(r.record) for r in store.skills()]
+
+
+def shipped_library_path() -> Path:
+    """The library packaged with klineage: skills distilled on the H200 from the corpus experts
+    (regenerate with benchmarks/build_library.py, docs/SKILLS.md)."""
+    return Path(str(resources.files("klineage") / "data" / "skills-h200.json"))
+
+
+def load_library(store: Store | None, path: Path | None = None) -> tuple[list[Skill], str]:
+    """The skills to use and where they came from: a JSON file when given, else the user's
+    library in the store, else (when that is empty) the shipped library."""
+    from klineage.skills.export import read_json
+
+    if path is not None:
+        return read_json(path), str(path)
+    if store is not None:
+        own = library_skills(store)
+        if own:
+            return own, f"the library in {store.path}"
+    shipped = shipped_library_path()
+    if shipped.exists():
+        return read_json(shipped), f"the shipped library ({shipped.name}: distilled on an H200)"
+    return [], "no library"

@@ -1,0 +1,86 @@
+"""Build the skill library klineage ships (src/klineage/data/skills-h200.json).
+
+The one command that regenerates it, on the H200 (docs/SKILLS.md):
+
+    python3 benchmarks/build_library.py --distill     # distill every corpus expert, then build
+
+distills the six corpus experts with measured effects (two GPU regimes each, `--policy first`,
+the database in $OUT/library.db so an interrupted run resumes) and writes the merged library
+to $OUT/skills-h200.json; copy it to src/klineage/data/. Without --distill it builds from stored
+lineages and skill files, which is how the shipped file was made from the 2026-11-30 runs:
+
+    PYTHONPATH=src python benchmarks/build_library.py \
+        --db benchmarks/results/distill-gpu-2026-11-30-run2-g0.db \
+        --db benchmarks/results/distill-gpu-2026-11-30-run2-g1.db \
+        --skills benchmarks/results/skills-h200-2026-11-30.json \
+        --out src/klineage/data/skills-h200.json
+
+Skills are merged as the library merges them (same pass and anchor: one skill, more evidence).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import out_dir
+
+from klineage.skills import extract_skills, read_json, to_json
+from klineage.skills.library import add_to_library, library_skills
+from klineage.store import open_store
+
+HERE = Path(__file__).resolve().parent
+# Two GPU regimes per workload that differ in kind (short vs long rows, square vs skinny...).
+REGIMES = "llama,short_rows,large,tiny_rows_gpu,llama2,gemma_vocab,hidden_4096,square_4096,skinny_m16,causal_d64,short_d64"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--distill", action="store_true", help="distill every corpus expert on the GPU first"
+    )
+    ap.add_argument(
+        "--db", action="append", default=[], type=Path, help="a database of distilled lineages"
+    )
+    ap.add_argument(
+        "--skills", action="append", default=[], type=Path, help="a skills JSON file to merge"
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="where to write (default $OUT/skills-h200.json)"
+    )
+    args = ap.parse_args()
+    dbs = list(args.db)
+    if args.distill:
+        out = out_dir()
+        subprocess.run([sys.executable, str(HERE / "distill_corpus.py"), "--device", "cuda", "--regimes", REGIMES,
+                        "--policy", "first"], check=True, env={**__import__("os").environ, "OUT": str(out)})  # fmt: skip
+        dbs.append(out / "distill.db")
+    with tempfile.TemporaryDirectory() as tmp:
+        library = open_store(Path(tmp) / "library.db")
+        for db in dbs:
+            store = open_store(db)
+            for lin in store.list_lineages():
+                if lin.status != "done" or lin.device != "cuda":
+                    print(f"skipped lineage {lin.id} ({lin.status}, {lin.device})")
+                    continue
+                skills = extract_skills(store, lin.id)
+                created, updated = add_to_library(library, skills)
+                print(
+                    f"{Path(lin.problem_path).parent.name}: {len(skills)} skills ({created} new, {updated} merged)"
+                )
+        for path in args.skills:
+            created, updated = add_to_library(library, read_json(path))
+            print(f"{path.name}: {created} new, {updated} merged")
+        skills = library_skills(library)
+    out_path = args.out or out_dir() / "skills-h200.json"
+    out_path.write_text(to_json(skills), encoding="utf-8")
+    print(f"{len(skills)} skills written to {out_path}")
+
+
+if __name__ == "__main__":
+    main()
