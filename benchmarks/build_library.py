@@ -16,6 +16,9 @@ lineages and skill files, which is how the shipped file was made from the 2026-1
         --out src/klineage/data/skills-h200.json
 
 Skills are merged as the library merges them (same pass and anchor: one skill, more evidence).
+The unmerged skills (one per lineage step) are written beside it as *-steps.json: the
+leave-one-out libraries of `klineage bench --suite corpus` are merged from them without the
+held-out workload's steps, so no exemplar or parameter of its expert leaks in.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ def main() -> None:
         subprocess.run([sys.executable, str(HERE / "distill_corpus.py"), "--device", "cuda", "--regimes", REGIMES,
                         "--policy", "first"], check=True, env={**__import__("os").environ, "OUT": str(out)})  # fmt: skip
         dbs.append(out / "distill.db")
+    steps: list = []  # every step's skill before merging: leave-one-out libraries start here
     with tempfile.TemporaryDirectory() as tmp:
         library = open_store(Path(tmp) / "library.db")
         for db in dbs:
@@ -69,17 +73,23 @@ def main() -> None:
                     print(f"skipped lineage {lin.id} ({lin.status}, {lin.device})")
                     continue
                 skills = extract_skills(store, lin.id)
+                steps += skills
                 created, updated = add_to_library(library, skills)
                 print(
                     f"{Path(lin.problem_path).parent.name}: {len(skills)} skills ({created} new, {updated} merged)"
                 )
         for path in args.skills:
+            steps += read_json(path)
             created, updated = add_to_library(library, read_json(path))
             print(f"{path.name}: {created} new, {updated} merged")
         skills = library_skills(library)
     out_path = args.out or out_dir() / "skills-h200.json"
     out_path.write_text(to_json(skills), encoding="utf-8")
-    print(f"{len(skills)} skills written to {out_path}")
+    steps_path = out_path.with_name(out_path.stem + "-steps.json")
+    steps_path.write_text(to_json(steps), encoding="utf-8")
+    print(
+        f"{len(skills)} skills written to {out_path}; the {len(steps)} unmerged step skills to {steps_path}"
+    )
 
 
 if __name__ == "__main__":

@@ -290,6 +290,25 @@ class Checker:
         )
 
 
+def gpu_lock(torch: Any) -> None:
+    """Hold an exclusive lock on this process's GPU until it exits (flock on a file named by
+    the device's UUID, in $KLINEAGE_GPU_LOCK_DIR or /tmp)."""
+    import fcntl
+    import os
+
+    try:
+        ident = str(torch.cuda.get_device_properties(0).uuid)
+    except Exception:  # older torch: the visible-device string names it on one host
+        ident = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    d = Path(os.environ.get("KLINEAGE_GPU_LOCK_DIR", "/tmp"))
+    fd = os.open(d / f"klineage-gpu-{ident.replace('/', '_')}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel when this child exits
+    _LOCKS.append(fd)
+
+
+_LOCKS: list[int] = []
+
+
 def run(req: GateRequest, events: EventWriter) -> None:
     events.start(Stage.LOAD)
     from klineage.problem import load_candidate, load_problem
@@ -370,6 +389,10 @@ def run(req: GateRequest, events: EventWriter) -> None:
     )
     events.stage(guards_ok)
 
+    # On a GPU, correctness and timing hold the device alone: gate calls of several workers
+    # overlap their process start, imports and compiles, never their GPU work.
+    if req.device == "cuda":
+        gpu_lock(torch)
     events.start(Stage.CORRECTNESS)
     checker = Checker(req, problem, candidate, events)
     outcomes: list[RegimeOutcome] = []

@@ -90,6 +90,23 @@ def cpu_regimes_of(problem_src: str) -> list[str]:
     return []
 
 
+def regime_names_of(problem_src: str) -> list[str]:
+    """The keys of REGIMES, read statically (in order); empty if it is not a literal dict."""
+    try:
+        tree = ast.parse(problem_src)
+    except SyntaxError:
+        return []
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+                and any(isinstance(t, ast.Name) and t.id == "REGIMES" for t in node.targets)):  # fmt: skip
+            return [
+                k.value
+                for k in node.value.keys
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            ]
+    return []
+
+
 def geomean(xs: list[float]) -> float:
     xs = [x for x in xs if x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 1.0
@@ -107,7 +124,7 @@ def speedup(
 class Optimizer:
     def __init__(self, store: Store, problem: Path, kernel: Path, *, skills: list[Skill], device: str, policy: str,
                  settings: Settings, config: GateConfig | None, llm: LLMBackend | None, on_event: EventCallback | None,
-                 capability: str | None = None) -> None:  # fmt: skip
+                 capability: str | None = None, memory: Any = None) -> None:  # fmt: skip
         self.store, self.problem, self.kernel = store, problem, kernel
         self.skills, self.device, self.settings = skills, device, settings
         self.policy = get_policy(policy)
@@ -123,6 +140,7 @@ class Optimizer:
         self.start_config = base
         self.config = base.model_copy(update={"profile_compile": False})
         self.capability = capability
+        self.memory = memory
         self.emit = on_event or (lambda kind, data: None)
         self.problem_src, self.kernel_src = read_source(problem), read_source(kernel)
         cpu = cpu_regimes_of(self.problem_src)
@@ -142,7 +160,8 @@ class Optimizer:
     def _run_id(self) -> str:
         blob = json.dumps([sha(self.problem_src), sha(self.kernel_src), self.device, self.policy.name,
                            sorted(s.id + sha(s.model_dump_json())[:8] for s in self.skills), self.llm_name,
-                           sorted(self.settings.regimes), self.settings.margin, self.settings.seed])  # fmt: skip
+                           sorted(self.settings.regimes), self.settings.margin, self.settings.seed,
+                           self.memory.fingerprint() if self.memory is not None else None])  # fmt: skip
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     # gate ---------------------------------------------------------------------------------
@@ -190,7 +209,7 @@ class Optimizer:
         self.start_gate = start_gate
         prior = {t.seq: t for t in self.store.trials(self.run_id)}
         ctx = Context(self.problem, self.kernel, self.device, self.skills, self.llm is not None, s.seed, self.target,
-                      self.capability, st.best_source)  # fmt: skip
+                      self.capability, st.best_source, memory=self.memory)  # fmt: skip
         reason = self._loop(ctx, st, prior)
         summary = self.summary(st, reason)
         self.store.update_run(self.run_id, status="done", stop_reason=reason, summary=summary)
@@ -236,13 +255,13 @@ class Optimizer:
         assert self.llm is not None
         replay = self._replayed(st, prior, prop, "llm")
         m = replay or self.llm.propose(
-            self.problem_src, st.best_source, prop.skill, self.regime_text, st.feedback
+            self.problem_src, st.best_source, prop.skill, self.regime_text, st.feedback, prop.notes
         )
         if replay is not None:  # rebuild the conversation for a repair turn
             from klineage.llm.base import Message
             from klineage.optimize.materialize import build_prompt
 
-            m.messages = [*build_prompt(self.problem_src, st.best_source, prop.skill, self.regime_text, st.feedback),
+            m.messages = [*build_prompt(self.problem_src, st.best_source, prop.skill, self.regime_text, st.feedback, prop.notes),
                           Message("assistant", replay.reply or "")]  # fmt: skip
         base = st.best_source
         trial = self._record(st, prior, prop, "llm", m)
@@ -396,6 +415,7 @@ def optimize(
     capability: str | None = None,
     fresh: bool = False,
     on_event: EventCallback | None = None,
+    memory: Any = None,
 ) -> dict[str, Any]:
     """Optimize `kernel` for `problem`; returns the run summary (also stored, with every trial)."""
     settings = settings or Settings()
@@ -408,5 +428,5 @@ def optimize(
         if not p.exists():
             raise LoadError(str(p), "file not found", expected="a Python file")
     opt = Optimizer(store, problem_path, kernel_path, skills=skills, device=device, policy=policy, settings=settings,
-                    config=config, llm=llm, on_event=on_event, capability=capability)  # fmt: skip
+                    config=config, llm=llm, on_event=on_event, capability=capability, memory=memory)  # fmt: skip
     return opt.run(fresh=fresh)

@@ -140,7 +140,12 @@ def skill_brief(skill: Skill | None, max_chars: int = 6000) -> str:
 
 
 def build_prompt(
-    problem_src: str, kernel_src: str, skill: Skill | None, regimes: str, feedback: str
+    problem_src: str,
+    kernel_src: str,
+    skill: Skill | None,
+    regimes: str,
+    feedback: str,
+    notes: str = "",
 ) -> list[Message]:
     user = (
         f"## The problem (reference)\n\n```python\n{problem_src}\n```\n\n"
@@ -148,6 +153,7 @@ def build_prompt(
         f"## The kernel to optimize\n\n```python\n{kernel_src}\n```\n\n"
         f"## The skill to apply\n\n{skill_brief(skill)}\n\n"
         f"## The gate's last feedback\n\n{feedback or 'none yet'}\n"
+        + (f"\n## What earlier attempts taught\n\n{notes}\n" if notes else "")
     )
     return [Message("system", SYSTEM), Message("user", user)]
 
@@ -186,8 +192,8 @@ class LLMMaterializer:
         return Materialized(code, why, 0, c.tokens_in, c.tokens_out, c.text,
                             [*messages, Message("assistant", c.text)])  # fmt: skip
 
-    def propose(self, problem_src: str, kernel_src: str, skill: Skill | None, regimes: str, feedback: str) -> Materialized:  # fmt: skip
-        return self._ask(build_prompt(problem_src, kernel_src, skill, regimes, feedback))
+    def propose(self, problem_src: str, kernel_src: str, skill: Skill | None, regimes: str, feedback: str, notes: str = "") -> Materialized:  # fmt: skip
+        return self._ask(build_prompt(problem_src, kernel_src, skill, regimes, feedback, notes))
 
     def repair(self, previous: Materialized, gate_message: str) -> Materialized:
         """One repair turn: the conversation so far and the gate's rejection."""

@@ -35,6 +35,7 @@ class Proposal:
     params: dict[str, Any] = field(default_factory=dict)
     # Predicted speedup on the target (best over its regimes); None when unknown.
     predicted: float | None = None
+    notes: str = ""  # extra knowledge for an LLM prompt (a memory's rules or insights)
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Context:
     capability: str | None = None
     best_source: str = ""
     history: list[Any] = field(default_factory=list)  # TrialRow-like records so far
+    memory: Any = None  # a bench.memory.Memory for the memory-based baselines
 
 
 class Policy(Protocol):
@@ -69,9 +71,16 @@ def register_policy(name: str) -> Callable[[Callable[[], Policy]], Callable[[], 
     return deco
 
 
+def policy_names() -> list[str]:
+    import klineage.bench.memory  # noqa: F401 - registers the memory-based baselines
+
+    return list(POLICIES)
+
+
 def get_policy(name: str) -> Policy:
     from klineage.errors import UsageError
 
+    policy_names()
     if name not in POLICIES:
         raise UsageError(f"--policy {name}: expected one of {', '.join(POLICIES)}")
     return POLICIES[name]()

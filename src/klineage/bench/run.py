@@ -1,0 +1,233 @@
+"""`klineage bench`: every (problem, policy) of a suite through the same optimize loop, gate and
+budget; per row, success, speedups (over the naive start, eager, torch.compile), fraction of
+the expert or of the roofline floor, gate calls to reach 95% of the final best, and the anytime
+curve; geomeans per policy. Results are written to OUT/bench.json after every finished job
+(nothing is lost when a bench is interrupted; rerunning resumes each optimize run from the
+database), with the environment they came from.
+
+Knowledge per policy, so no policy sees the problem it is scored on:
+- corpus suite: klineage and what-only get the leave-one-out library (skills merged from the
+  other five workloads' lineage steps); the memory baselines get the rollouts of the other
+  workloads.
+- heldout suite: the full shipped library, and the rollouts of all six corpus workloads.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from klineage.bench.executor import make_executor
+from klineage.bench.memory import Memory, build_memory
+from klineage.bench.suites import BenchProblem, leave_one_out, step_skills_path, suite_problems
+from klineage.config import GateConfig
+from klineage.errors import KLineageError, UsageError
+from klineage.skills import read_json, to_json
+from klineage.skills.library import load_library
+
+SCHEMA = 1
+DEFAULT_POLICIES = ("klineage", "what-only", "random", "adaexplore", "accelopt")
+SKILL_POLICIES = ("klineage", "what-only")
+MEMORY_POLICIES = ("adaexplore", "accelopt")
+
+
+def geomean(xs: list[float | None]) -> float | None:
+    v = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+
+
+def calls_to_95(curve: list[list[float]] | list[tuple[int, float]]) -> int | None:
+    """Gate calls until the best-so-far speedup first reached 95% of the final best's gain
+    (None when nothing was gained)."""
+    if not curve:
+        return None
+    final = curve[-1][1]
+    if final <= 1.0:
+        return None
+    target = 1.0 + 0.95 * (final - 1.0)
+    return int(next(c for c, s in curve if s >= target))
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """One optimize run (in a worker process; a GPU is pinned by the executor)."""
+    from klineage.gate import run_gate
+    from klineage.llm import get_backend
+    from klineage.optimize import Settings, optimize
+    from klineage.store import open_store
+
+    row: dict[str, Any] = {"problem": job["name"], "policy": job["policy"], "error": None}
+    try:
+        store = open_store(Path(job["db"]))
+        skills = read_json(Path(job["skills"])) if job.get("skills") else []
+        memory = Memory.load(Path(job["memory"])) if job.get("memory") else None
+        config = GateConfig.model_validate(job["config"])
+        llm = get_backend(job["llm"]) if job.get("llm") else None
+        settings = Settings(budget=job["budget"], regimes=job["regimes"], seed=job["seed"])
+        s = optimize(job["problem"], job["naive"], store=store, skills=skills, device=job["device"], policy=job["policy"],
+                     settings=settings, config=config, llm=llm, memory=memory)  # fmt: skip
+    except KLineageError as e:
+        row.update(success=False, error=str(e)[:500], gate_calls=0, curve=[], label="")
+        return row
+    regimes = s["regimes"]
+    row.update(
+        run_id=s["run_id"], success=True, label=s["label"], speedup=s["speedup"], gate_calls=s["gate_calls"],
+        curve=[list(x) for x in s["curve"]], calls_to_95=calls_to_95(s["curve"]) if s["measured"] else None,
+        stop_reason=s["stop_reason"], tokens=s["tokens"], regimes=regimes,
+        vs_eager=geomean([v["vs_eager"] for v in regimes.values()]),
+        vs_compile=geomean([v["vs_compile"] for v in regimes.values()]),
+        pct_of_floor=geomean([v["pct_of_floor"] for v in regimes.values()]),
+        applied=[{"label": a.get("label") or a["proposal"], "materializer": a["materializer"], "speedup": a.get("speedup"),
+                  "predicted": a.get("predicted")} for a in s["applied"]],
+        environment=s["environment"],
+    )  # fmt: skip
+    row["fraction_of_expert"] = None
+    if job.get("expert") and job["device"] == "cuda" and regimes:
+        from klineage.lineage.walk import candidate_file, kernel_ms
+
+        g = run_gate(job["problem"], candidate_file(Path(job["expert"]).read_text(encoding="utf-8")), device="cuda",
+                     regimes=job["regimes"] or None, config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}))  # fmt: skip
+        ex = kernel_ms(g.model_dump(mode="json")) if g.accepted else {}
+        fr = [ex[r] / v["best_ms"] for r, v in regimes.items() if r in ex and v.get("best_ms")]
+        row["fraction_of_expert"] = geomean(fr)  # type: ignore[arg-type]
+        row["expert_ms"] = ex
+    return row
+
+
+def summarize(rows: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
+    out = {}
+    for p in policies:
+        mine = [r for r in rows if r["policy"] == p]
+        if not mine:
+            continue
+        c95 = [int(r["calls_to_95"]) for r in mine if r.get("calls_to_95") is not None]
+        out[p] = {
+            "problems": len(mine),
+            "success_rate": sum(bool(r.get("success")) for r in mine) / len(mine),
+            # A failed run counts as no gain (1.0x), not as missing: failing is not free.
+            "geomean_speedup": geomean([r.get("speedup") or 1.0 for r in mine]) if any(r.get("speedup") for r in mine) else None,
+            "geomean_vs_eager": geomean([r.get("vs_eager") for r in mine]),
+            "geomean_vs_compile": geomean([r.get("vs_compile") for r in mine]),
+            "geomean_fraction_of_expert": geomean([r.get("fraction_of_expert") for r in mine]),
+            "mean_calls_to_95": sum(c95) / len(c95) if c95 else None,
+            "improved": sum(1 for r in mine if (r.get("speedup") or 1.0) >= 1.03),
+        }  # fmt: skip
+    return out
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def run_bench(
+    suite: str, *, policies: list[str], budget: int, device: str, out: Path, db: Path, executor: str = "local",
+    address: str | None = None, workers: int | None = None, per_gpu: int = 1, problems: list[str] | None = None, regimes: list[str] | None = None,
+    config: GateConfig | None = None, llm: str | None = None, seed: int = 0, skills_file: Path | None = None,
+    rollouts_db: Path | None = None, on_row: Callable[[dict[str, Any], int, int], None] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    from klineage.optimize.policies import policy_names
+
+    known = policy_names()
+    bad = [p for p in policies if p not in known]
+    if bad:
+        raise UsageError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(known)}")
+    if budget < 1:
+        raise UsageError("--budget must be at least 1 gate call")
+    probs = suite_problems(suite, problems)
+    out.mkdir(parents=True, exist_ok=True)
+    config = config or GateConfig()
+    # Knowledge files, written once and read by every job.
+    skill_paths: dict[str, str] = {}
+    if any(p in SKILL_POLICIES for p in policies):
+        if suite == "corpus" and skills_file is None:
+            steps = read_json(step_skills_path())
+            for bp in probs:
+                path = out / f"skills-without-{bp.workload}.json"
+                path.write_text(to_json(leave_one_out(steps, bp.workload)), encoding="utf-8")
+                skill_paths[bp.workload] = str(path)
+        else:
+            lib, _ = load_library(None, skills_file)
+            path = out / "skills.json"
+            path.write_text(to_json(lib), encoding="utf-8")
+            skill_paths = {bp.workload: str(path) for bp in probs}
+    memory_paths: dict[str, str] = {}
+    if any(p in MEMORY_POLICIES for p in policies):
+        from klineage.store import open_store
+
+        rstore = open_store(rollouts_db or db)
+        corpus = {bp.workload for bp in suite_problems("corpus")}
+        for bp in probs:
+            train = corpus - {bp.workload} if suite == "corpus" else corpus
+            mem = build_memory(rstore, train)
+            path = (
+                out / f"memory-{'without-' + bp.workload if suite == 'corpus' else 'corpus'}.json"
+            )
+            mem.save(path)
+            memory_paths[bp.workload] = str(path)
+        rstore.close()
+    jobs = [
+        _job(bp, p, budget, device, db, regimes or [], config, llm, seed, skill_paths, memory_paths)
+        for bp in probs
+        for p in policies
+    ]
+    result: dict[str, Any] = {
+        "schema": SCHEMA, "id": out.name, "suite": suite, "device": device, "budget": budget, "policies": policies,
+        "executor": executor, "environment": {}, "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "rows": [], "summary": {}, "skills": [],
+    }  # fmt: skip
+    if skill_paths:
+        first = next(iter(skill_paths.values()))
+        result["skills"] = (
+            json.loads(Path(first).read_text(encoding="utf-8"))["skills"]
+            if suite == "heldout"
+            else []
+        )
+    bench_json = out / "bench.json"
+    rows: list[dict[str, Any]] = []
+    ex = make_executor(executor, device=device, workers=workers, address=address, per_gpu=per_gpu)
+    try:
+        for row in ex.map(run_job, jobs):
+            rows.append(row)
+            if row.get("environment") and not result["environment"]:
+                result["environment"] = row["environment"]
+            result["rows"] = sorted(rows, key=lambda r: (r["problem"], policies.index(r["policy"])))
+            result["summary"] = summarize(rows, policies)
+            _write(bench_json, result)
+            if on_row:
+                on_row(row, len(rows), len(jobs))
+    finally:
+        ex.close()
+    return result
+
+
+def bench_regimes(bp: BenchProblem, device: str) -> list[str]:
+    """On a GPU: the regimes sized for it (timed) plus the first CPU regime (ragged sizes that
+    catch mask bugs cheaply); on the CPU, the device's default set ([])."""
+    from klineage.optimize.loop import cpu_regimes_of, regime_names_of
+
+    if device != "cuda":
+        return []
+    src = bp.problem.read_text(encoding="utf-8")
+    cpu = cpu_regimes_of(src)
+    names = regime_names_of(src)
+    gpu = [r for r in names if r not in cpu]
+    return (cpu[:1] + gpu) if gpu else []
+
+
+def _job(bp: BenchProblem, policy: str, budget: int, device: str, db: Path, regimes: list[str], config: GateConfig,
+         llm: str | None, seed: int, skills: dict[str, str], memory: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+    regimes = regimes or bench_regimes(bp, device)
+    return {
+        "name": bp.name, "problem": str(bp.problem), "naive": str(bp.naive), "expert": str(bp.expert) if bp.expert else None,
+        "policy": policy, "budget": budget, "device": device, "db": str(db), "regimes": regimes, "seed": seed,
+        "config": config.model_dump(mode="json"), "llm": llm,
+        "skills": skills.get(bp.workload) if policy in SKILL_POLICIES else None,
+        "memory": memory.get(bp.workload) if policy in MEMORY_POLICIES else None,
+        "env": {k: v for k, v in os.environ.items() if k.startswith("KLINEAGE_")},
+    }  # fmt: skip

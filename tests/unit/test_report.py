@@ -1,0 +1,195 @@
+"""The HTML report: built from a bench dict made here, checked as text and in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klineage.errors import LoadError
+from klineage.report import load_bench, render_report, write_report
+from klineage.report.html import _anytime
+from klineage.skills import read_json
+from klineage.skills.library import shipped_library_path
+from tests.browser import INSTALL, chromium, console_messages, load_page
+
+EVIL = "<script>alert(1)</script>"
+SECTIONS = ("summary", "curves", "problems", "lineages", "skills")
+
+
+def _skills() -> list[dict[str, Any]]:
+    by_name = {s.name: s for s in read_json(shipped_library_path())}
+    rows, grid, block = (
+        by_name["rows_per_program"],
+        by_name["persistent_grid"],
+        by_name["block_size"],
+    )
+    # One effect not measured (as on the CPU), to see it shown as such in the lineage.
+    effects = [e.model_copy(update={"measured": False, "speedup": None}) for e in grid.effects[:1]]
+    grid = grid.model_copy(update={"effects": effects + grid.effects[1:]})
+    assert block.failures_avoided, "block_size should carry a failure it avoids"
+    return [s.model_dump(mode="json") for s in (rows, grid, block)]
+
+
+def bench() -> dict[str, Any]:
+    def row(problem: str, policy: str, **kw: Any) -> dict[str, Any]:
+        base: dict[str, Any] = {
+            "problem": problem, "policy": policy, "run_id": f"{policy}-{problem}", "success": True,
+            "label": "measured", "speedup": 1.5, "vs_eager": 2.0, "vs_compile": 0.9,
+            "fraction_of_expert": 0.8, "pct_of_floor": 55.0, "gate_calls": 6, "calls_to_95": 2,
+            "curve": [[0, 1.0], [2, 1.5]], "stop_reason": "budget spent",
+            "applied": [{"label": "rows_per_program (4 rows)", "materializer": "mechanical", "speedup": 1.5}],
+            "error": None,
+        }  # fmt: skip
+        return base | kw
+
+    return {
+        "schema": 1, "id": "a1b2c3", "suite": "heldout", "device": "cuda", "budget": 4,
+        "policies": ["klineage", "random"],
+        "environment": {"device": "cuda", "gpu_name": "NVIDIA H200", "compute_capability": "9.0",
+                        "torch": "2.11.0", "triton": "3.6.0", "date": "2026-11-30T18:00:00+00:00"},
+        "created": "2026-11-30T18:00:00+00:00",
+        "rows": [
+            row("heldout/rmsnorm_gemma", "klineage", stop_reason=f"no more skills {EVIL}"),
+            row("heldout/rmsnorm_gemma", "random", speedup=None, vs_eager=None, vs_compile=None,
+                curve=[[0, 1.0], [3, 1.1]], calls_to_95=None, applied=[]),
+            row("heldout/softmax_wide", "klineage", speedup=3.0, curve=[[0, 1.0], [1, 3.0]]),
+            row("heldout/softmax_wide", "random", success=False, speedup=None, curve=[], gate_calls=0,
+                calls_to_95=None, applied=[], stop_reason="start refused",
+                error="the gate rejected the start: correctness <mismatch> at [3, 7]"),
+        ],
+        "summary": {
+            "klineage": {"problems": 2, "success_rate": 1.0, "geomean_speedup": 2.12,
+                         "geomean_vs_eager": 2.0, "geomean_vs_compile": 0.9,
+                         "geomean_fraction_of_expert": None, "mean_calls_to_95": 2.0},
+        },  # "random" has no summary: the page computes it from the rows
+        "skills": _skills(),
+    }  # fmt: skip
+
+
+def section(page: str, sid: str) -> str:
+    m = re.search(rf'<section id="{sid}">(.*?)</section>', page, re.S)
+    assert m, f"no section {sid}"
+    return m.group(1)
+
+
+def test_report_page(tmp_path: Path) -> None:
+    (tmp_path / "bench.json").write_text(json.dumps(bench()))
+    out = write_report(tmp_path, tmp_path / "out" / "report.html")  # a directory holding bench.json
+    page = out.read_text()
+    for sid in SECTIONS:
+        assert f'<section id="{sid}">' in page
+    assert 'id="summary-table"' in page and 'id="problems-table"' in page
+    summary = section(page, "summary")
+    assert "klineage" in summary and "random" in summary and "NVIDIA H200" in summary
+    assert "2.12×" in summary  # the producer's geomean
+    assert "predicted" not in summary  # every row measured: no banner
+    assert "<svg" in section(page, "curves")
+    # Escaping: the payload is text, never markup.
+    assert EVIL not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    problems = section(page, "problems")
+    assert "&lt;mismatch&gt;" in problems and "error:" in problems  # the error row shows its error
+    assert "–" in problems  # null speedups
+    # Lineages: rows_per_program removed at softmax's step 14 cost 7.40x on tiny rows.
+    lineages = section(page, "lineages")
+    assert "softmax/expert.py" in lineages and "rows_per_program" in lineages
+    assert 'tiny_rows_gpu: <span class="up">7.40×</span>' in lineages
+    assert "not measured" in lineages  # persistent_grid's first effect
+    skills = section(page, "skills")
+    assert skills.count('<details class="card"') == 3 and "persistent_grid" in skills
+    assert '<pre class="diff">' in skills
+    # Self-contained: nothing to fetch, no script.
+    assert not re.search(r"<script|<link|<img|\bsrc=|@import|url\(", page)
+    assert set(re.findall(r"https?://[^\s\"'<]+", page)) == {"http://www.w3.org/2000/svg"}
+
+
+def test_anytime_curve_is_the_geomean_of_step_functions() -> None:
+    rows = [{"curve": [[0, 1.0], [2, 4.0]]}, {"curve": [[0, 1.0], [1, 1.0]]}, {"curve": []}]
+    # At 2 calls: geomean(4, 1, 1) = 4 ** (1/3); before, all 1; a failed run stays at 1.
+    assert _anytime(rows, 3) == pytest.approx([1.0, 1.0, 4 ** (1 / 3), 4 ** (1 / 3)])
+
+
+def test_nulls_predicted_and_broken_fields_render() -> None:
+    b = bench()
+    for r in b["rows"]:
+        r.update(label="predicted, not measured", gate_calls=None, curve=None, applied=None)
+        r.update({k: None for k in ("speedup", "vs_eager", "fraction_of_expert", "pct_of_floor")})
+    b["summary"] = {}
+    b["budget"] = None
+    b["environment"] = {}
+    b["skills"].append({"name": "half a skill"})
+    page = render_report(b)
+    assert "predicted, not measured" in section(page, "summary")
+    assert "Not shown, does not match the skill schema" in page
+    assert "<svg" in section(page, "curves")
+
+
+def test_load_bench_errors(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="not found"):
+        load_bench(tmp_path)
+    (tmp_path / "bench.json").write_text("{")
+    with pytest.raises(LoadError, match="not JSON"):
+        load_bench(tmp_path / "bench.json")
+
+
+# --------------------------------------------------------------------------- in a browser
+
+
+def need_chromium() -> None:
+    if chromium() is None:
+        if os.environ.get("KLINEAGE_SKIP_BROWSER") == "1":
+            pytest.skip("chromium not installed and KLINEAGE_SKIP_BROWSER=1")
+        pytest.fail(f"chromium not found: install it (`{INSTALL}`), or set KLINEAGE_SKIP_BROWSER=1")
+
+
+def test_report_loads_in_chromium_without_console_errors(tmp_path: Path) -> None:
+    need_chromium()
+    (tmp_path / "bench.json").write_text(json.dumps(bench()))
+    out = write_report(tmp_path / "bench.json", tmp_path / "report.html")
+    dom, console = load_page(out, tmp_path / "profile")
+    assert console == []
+    for sid in SECTIONS:
+        assert f'<section id="{sid}">' in dom
+    assert 'id="summary-table"' in dom and "<svg" in dom and "rows_per_program" in dom
+    assert "<script" not in dom.lower()
+
+
+def test_chromium_check_can_fail(tmp_path: Path) -> None:
+    need_chromium()
+    bad = tmp_path / "bad.html"
+    bad.write_text(
+        '<!DOCTYPE html><html><body><p id="x">x</p>'
+        '<script>console.error("deliberate");</script>'
+        '<script>throw new Error("deliberate boom");</script></body></html>'
+    )
+    dom, console = load_page(bad, tmp_path / "profile1")
+    assert 'id="x"' in dom
+    assert any(m.startswith('"deliberate", source: file://') for m in console), console
+    assert any("Uncaught Error: deliberate boom" in m for m in console), console
+    # A report that fetched anything would be caught too: its CSP blocks and logs the fetch.
+    page = render_report(bench()).replace(
+        "<main>", '<main><img src="https://example.invalid/a.png">'
+    )
+    leaky = tmp_path / "leaky.html"
+    leaky.write_text(page)
+    _, console = load_page(leaky, tmp_path / "profile2")
+    assert any("Content Security Policy" in m for m in console), console
+
+
+def test_console_lines_are_parsed() -> None:
+    stderr = (
+        "/usr/bin/chromium: 9: [: 25276514304: unexpected operator\n"
+        "[1:1:1130/172216.681543:ERROR:dbus/bus.cc:405] Failed to connect to the bus\n"
+        '[1:1:1130/172217.335603:INFO:CONSOLE:2] "x", source: file:///t.html (2)\n'
+        '[1:1:1130/172217.336941:INFO:CONSOLE(3)] "multi\n'
+        'line", source: file:///t.html (3)\n'
+        "[1:1:1130/172217.4:WARNING:sandbox.cc:405] not a console line\n"
+    )
+    assert console_messages(stderr) == [
+        '"x", source: file:///t.html (2)',
+        '"multi\nline", source: file:///t.html (3)',
+    ]
