@@ -8,13 +8,13 @@ STAMP := $(VENV)/.klineage-installed
 # pytest workers: 2 by default (the CI machine has 2 cores); PYTEST_WORKERS=0 runs serially.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup demo test lint unit interp gpu clean
+.PHONY: setup demo test lint unit interp gpu clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,llm]'
+	$(BIN)/python -m pip install -q -e '.[dev,llm,ray]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -33,7 +33,12 @@ unit: setup
 interp: setup
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests/interp
 
-test: lint
+# The report test opens the HTML report in headless Chromium (Debian's package).
+browser:
+	@command -v chromium >/dev/null || [ "$$KLINEAGE_SKIP_BROWSER" = 1 ] || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: lint browser
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests/unit tests/interp
 
 # Opt-in, on a machine with a CUDA GPU (see docs/DEVICE.md).

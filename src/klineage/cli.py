@@ -236,7 +236,10 @@ def demo(
 
     1. the gate accepts a correct softmax kernel and rejects one with an off-by-one mask;
     2. the RMSNorm expert is walked backward (distill), one gated simplification per step;
-    3. its steps, reversed, become skills (effects "not measured": there is no GPU here).
+    3. its steps, reversed, become skills (effects "not measured": there is no GPU here);
+    4. the naive softmax kernel (another workload) is optimized with those skills, merged with
+       the H200-measured library klineage ships: kept candidates pass the gate, their gains
+       are predicted, not measured.
     """
     from klineage.config import default_cache_dir
     from klineage.lineage import distill as run_distill
@@ -293,9 +296,52 @@ def demo(
             "measured" if any(e.measured for e in sk.effects) else "[yellow]not measured[/]",
         )
     console.print(table)
-    ok = verdicts == [True, False] and view.lineage.status == "done" and len(skills) > 0
+
+    console.rule("[bold]4. optimize: the naive softmax kernel, with skills")
+    from klineage.optimize import Settings
+    from klineage.optimize import optimize as run_optimize
+    from klineage.skills.library import add_to_library, library_skills, load_library
+
+    # The RMSNorm skills just made carry no timing (no GPU here); the library shipped with
+    # klineage holds the same optimizations measured on an H200. Merged, the demo's evidence
+    # and the measured one decide together which skills to try on another workload.
+    shipped, label = load_library(None)
+    add_to_library(store, skills)
+    add_to_library(store, shipped)
+    library = library_skills(store)
     console.print(
-        "[green]demo: gate, backward walk and skills all ran[/]"
+        f"{len(library)} skills: the {len(skills)} from this lineage merged with {escape(label)}"
+    )
+    softmax = Path(str(root / "kernels" / "softmax"))
+    with console.status("optimize: materializing skills one at a time, each gated") as status:
+
+        def on_trial(kind: str, data: dict[str, Any]) -> None:
+            if kind == "trial":
+                verdict = (
+                    "kept"
+                    if data["kept"]
+                    else (
+                        "correct" if data["accepted"] else ("rejected" if data["gated"] else "n/a")
+                    )
+                )
+                msg = data["message"] or ""
+                shown = "" if msg.startswith(verdict) else verdict
+                console.print(
+                    f"  trial {data['seq']}: {escape(data['label'][:70])} -> {shown} [dim]{escape(msg[:100])}[/]"
+                )
+                status.update(f"optimize: trial {data['seq']} done")
+
+        summary = run_optimize(softmax / "problem.py", softmax / "naive.py", store=store, skills=library, device="cpu",
+                               settings=Settings(budget=3, regimes=["tiny_rows", "odd"]), config=config, on_event=on_trial)  # fmt: skip
+    render_run(summary)
+    ok = (
+        verdicts == [True, False]
+        and view.lineage.status == "done"
+        and len(skills) > 0
+        and summary["gate_calls"] > 0
+    )
+    console.print(
+        "[green]demo: gate, backward walk, skills and optimize all ran[/] (on a GPU, `--device cuda` measures what is predicted here)"
         if ok
         else "[red]demo: unexpected result[/]"
     )

@@ -32,7 +32,13 @@ def test_extract_code_takes_the_fenced_file_that_defines_modelnew() -> None:
 
 def test_adapt_params_drops_what_names_the_experts_helpers() -> None:
     kept, notes = adapt_params({"expr": "_num_warps(BLOCK_N)", "kind": "launch"}, NAIVE_MM)
-    assert kept == {"kind": "launch"} and "_num_warps" in notes[0]
+    assert kept == {} and "_num_warps" in notes[0]  # the site's kind is the target's to say
+    kept, notes = adapt_params({"name": "BLOCK_V", "value": 4096}, NAIVE_MM)
+    assert kept == {} and "value dropped with name" in notes[-1]  # a size belongs to its name
+    assert adapt_params({"name": "BLOCK_M", "value": 128}, NAIVE_MM)[0] == {
+        "name": "BLOCK_M",
+        "value": 128,
+    }
     configs = "[triton.Config({'BLOCK_SIZE_M': 128, 'GROUP_SIZE_M': 8}, num_warps=8)]"
     assert adapt_params({"configs": configs}, NAIVE_MM)[0] == {}  # the naive kernel says BLOCK_M
     ok = "[triton.Config({'BLOCK_M': 128, 'BLOCK_N': 64}, num_warps=8)]"
@@ -45,6 +51,11 @@ def test_mechanical_applies_at_every_site_once() -> None:
     assert "BLOCK_M, BLOCK_N, BLOCK_K = 128, 128, 64" in m.source  # each tile doubled once
     e = mechanical(NAIVE_MM, "cache_eviction_hints")
     assert e.source is not None and e.source.count("eviction_policy") == 2
+    # The expert's site shape (a Config's num_warps) does not bind the target (a launch).
+    w = mechanical(
+        NAIVE_MM, "num_warps", {"kind": "config", "expr": "8", "position": 1, "keyword": True}
+    )
+    assert w.source is not None and "num_warps=8" in w.source
     none = mechanical(NAIVE_MM, "causal_block_skipping")
     assert none.source is None and "no place to add it" in none.reason
     assert "not registered" in mechanical(NAIVE_MM, "nope").reason
@@ -58,7 +69,10 @@ def _gate_result(ok: bool, ms: dict[str, float]) -> GateResult:
     stages.append(StageResult(stage=Stage.CORRECTNESS, status=Status.PASSED if ok else Status.FAILED, message="" if ok else "wrong values",
                               regimes=[RegimeOutcome(regime=r, status=Status.PASSED) for r in ms]))  # fmt: skip
     if ok:
-        rows = {r: {"kernel_ms": v, "eager_ms": 2.0, "floor_ms": 0.1} for r, v in ms.items()}
+        rows = {
+            r: {"kernel_ms": v, "eager_ms": 2.0, "speedup_vs_eager": 2.0 / v, "floor_ms": 0.1}
+            for r, v in ms.items()
+        }
         stages.append(
             StageResult(stage=Stage.PROFILE, status=Status.PASSED, numbers={"regimes": rows})
         )
@@ -93,6 +107,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         "fast_again": "# speed: 1.5\n",
     }
     calls: list[str] = []
+    limits: list[float] = []
 
     def fake_mechanical(source: str, name: str, params: Any = None) -> Any:
         from klineage.optimize.materialize import Materialized
@@ -103,6 +118,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
 
     def fake_gate(self: Any, source: str, config: Any) -> GateResult:
         calls.append(source)
+        limits.append(config.max_speedup_vs_reference)
         speed = 1.0
         for line in source.splitlines():
             if line.startswith("# speed:"):
@@ -117,6 +133,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         "problem": problem,
         "kernel": kernel,
         "calls": calls,
+        "limits": limits,
         "store": open_store(tmp_path / "k.db"),
     }
 
@@ -198,3 +215,13 @@ def test_bad_settings_are_usage_errors(
 
     with pytest.raises(UsageError, match="--policy nope: expected one of klineage, what-only"):
         get_policy("nope")
+
+
+def test_suspicion_is_judged_against_the_start_not_eager(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start (2x eager on 'small' in the fake gate) is never flagged for speed; candidates
+    are flagged only past 10x the start's own speedup over eager."""
+    _run(fake, monkeypatch, ["fast"], settings=Settings(budget=1))
+    start_limit, candidate_limit = fake["limits"]
+    assert start_limit >= 1e9 and candidate_limit == pytest.approx(10.0 * 2.0)

@@ -137,7 +137,9 @@ class Optimizer:
         # Candidates are gated strictly (an LLM's file is untrusted); torch.compile is timed
         # once, on the starting kernel, for the summary.
         base = config or GateConfig()
-        self.start_config = base
+        # The start is the user's correct kernel: it is not flagged for being much faster than
+        # eager (fusions are); candidates are flagged when much faster than the start (below).
+        self.start_config = base.model_copy(update={"max_speedup_vs_reference": 1e12})
         self.config = base.model_copy(update={"profile_compile": False})
         self.capability = capability
         self.memory = memory
@@ -204,6 +206,14 @@ class Optimizer:
             start_gate = row.start_gate
             self.emit("resume", {"id": self.run_id, "trials": len(self.store.trials(self.run_id))})
         self.store.update_run(self.run_id, status="running", settings=settings_json)
+        # "Suspiciously fast" for a candidate: more than max_speedup_vs_reference (10x) faster
+        # than the start, when the start itself is already faster than eager.
+        s0 = max(
+            (r.get("speedup_vs_eager") or 1.0 for r in _profile_rows(start_gate).values()),
+            default=1.0,
+        )
+        limit = max(self.config.max_speedup_vs_reference, self.config.max_speedup_vs_reference * s0)
+        self.config = self.config.model_copy(update={"max_speedup_vs_reference": limit})
         st = State(self.kernel_src, start_gate, seen={sha(self.kernel_src): 0})
         st.curve.append((0, 1.0))
         self.start_gate = start_gate

@@ -26,8 +26,22 @@ MAX_SITES = 12
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BUILTINS = set(dir(builtins))
 _KNOWN = {"tl", "triton", "torch", "math", "True", "False", "None", "min", "max", "int", "float"}
-# Parameters that describe a site in words (a kind of launch, an op name), not code.
-_WORDS = {"kind", "form", "op", "tma_branch", "direction", "proven"}
+# Parameters that describe the expert's site (what kind of construct, where an argument sat),
+# not the optimization's values: on another kernel the target's own site says these.
+SITE_KEYS = {
+    "kind",
+    "form",
+    "op",
+    "tma_branch",
+    "direction",
+    "proven",
+    "position",
+    "keyword",
+    "index",
+    "line",
+}
+# A value that means something only with its name (a block size is the size of one constexpr).
+_TIED = {"value": "name"}
 
 
 @dataclass
@@ -76,11 +90,17 @@ def adapt_params(params: dict[str, Any], target: str) -> tuple[dict[str, Any], l
     kept: dict[str, Any] = {}
     notes: list[str] = []
     for k, v in params.items():
-        missing = [] if k in _WORDS else sorted(_names_in(v) - defined)
+        if k in SITE_KEYS:
+            continue
+        missing = sorted(_names_in(v) - defined)
         if missing:
             notes.append(f"{k} dropped (uses {', '.join(missing[:3])}, not in the target)")
         else:
             kept[k] = v
+    for k, owner in _TIED.items():
+        if k in kept and owner in params and owner not in kept:
+            del kept[k]
+            notes.append(f"{k} dropped with {owner}")
     return kept, notes
 
 
@@ -98,6 +118,20 @@ def mechanical(source: str, pass_name: str, params: dict[str, Any] | None = None
     if not sites:
         return Materialized(None, f"{pass_name}: no place to add it in the target ({p.ANCHOR})")
     kept, notes = adapt_params(params or {}, source)
+    result = _apply_all(p, source, sites, kept)
+    if result.source is None and kept:
+        # The expert's values do not fit this code: the pass's own defaults for the target.
+        notes.append("the expert's parameters did not apply; the pass's defaults were used")
+        result = _apply_all(p, source, sites, {})
+    note = "; ".join(notes)
+    if note:
+        result.reason += f" ({note})"
+    return result
+
+
+def _apply_all(
+    p: RewritePass, source: str, sites: list[Site], params: dict[str, Any]
+) -> Materialized:
     current, applied, reasons = source, 0, []
     for site in reversed(sites):
         now = p.forward_sites(current)
@@ -107,19 +141,19 @@ def mechanical(source: str, pass_name: str, params: dict[str, Any] | None = None
         if match is None:
             reasons.append(f"{site.key}: gone after earlier sites were rewritten")
             continue
-        r = p.apply(current, match, kept)
+        r = p.apply(current, match, params)
         if r.applied and r.source and r.source != current:
             current, applied = r.source, applied + 1
             reasons.append(r.reason)
         else:
             reasons.append(f"{site.key}: {r.reason}")
-    note = "; ".join(notes)
     if not applied:
-        return Materialized(None, f"{pass_name} did not apply: {reasons[0] if reasons else ''}" + (f" ({note})" if note else ""), len(sites))  # fmt: skip
-    summary = f"{pass_name} at {applied}/{len(sites)} site(s): {reasons[-1]}" + (
-        f" ({note})" if note else ""
+        return Materialized(
+            None, f"{p.NAME} did not apply: {reasons[0] if reasons else ''}", len(sites)
+        )
+    return Materialized(
+        current, f"{p.NAME} at {applied}/{len(sites)} site(s): {reasons[-1]}", applied
     )
-    return Materialized(current, summary, applied)
 
 
 # LLM ------------------------------------------------------------------------------------------

@@ -1,0 +1,56 @@
+"""The bench on the CPU: every held-out naive kernel passes the gate (the starts are correct),
+and `klineage bench` runs policies through the local pool and a local Ray instance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from klineage.bench import run_bench, suite_problems
+from klineage.config import GateConfig
+from klineage.gate import run_gate
+
+pytestmark = pytest.mark.interpreter
+
+
+@pytest.mark.parametrize("bp", suite_problems("heldout"), ids=lambda b: b.workload)
+def test_every_held_out_start_passes_the_gate_on_the_cpu(bp) -> None:  # type: ignore[no-untyped-def]
+    r = run_gate(bp.problem, bp.naive, device="cpu", config=GateConfig(cache=False))
+    assert r.accepted, f"{bp.naive}: {r.message}"
+
+
+def _check(result: dict, out: Path, policies: list[str]) -> None:
+    saved = json.loads((out / "bench.json").read_text())
+    assert saved["rows"] == json.loads(json.dumps(result["rows"], default=str))
+    assert {(r["problem"], r["policy"]) for r in saved["rows"]} == {
+        ("heldout/log_softmax_rows", p) for p in policies
+    }
+    for r in saved["rows"]:
+        assert r["error"] is None and r["success"] and r["label"] == "predicted, not measured", r
+        assert 0 < r["gate_calls"] <= 2 and r["speedup"] is None, r  # nothing is timed on the CPU
+    assert set(saved["summary"]) == set(policies)
+    assert saved["summary"]["random"]["success_rate"] == 1.0
+
+
+def test_bench_local_pool(tmp_path: Path) -> None:
+    policies = ["klineage", "random", "adaexplore"]
+    out = tmp_path / "run"
+    result = run_bench("heldout", policies=policies, budget=2, device="cpu", out=out, db=tmp_path / "k.db",
+                       problems=["log_softmax_rows"], config=GateConfig(cache=False))  # fmt: skip
+    _check(result, out, policies)
+    assert (out / "memory-corpus.json").exists() and (out / "skills.json").exists()
+
+
+def test_bench_on_a_local_ray_instance(tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        policies = ["what-only", "random"]
+        out = tmp_path / "run"
+        result = run_bench("heldout", policies=policies, budget=2, device="cpu", out=out, db=tmp_path / "k.db",
+                           executor="ray", problems=["log_softmax_rows"], config=GateConfig(cache=False))  # fmt: skip
+        _check(result, out, policies)
+    finally:
+        ray.shutdown()
