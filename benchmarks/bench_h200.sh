@@ -17,10 +17,10 @@ nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm --format=csv > "$R/nvi
 if [ "${SKIP_CORPUS:-0}" != 1 ]; then
   timeout "${T1:-250}" $K bench --suite corpus --policies klineage,random $COMMON --out "$R/corpus" > "$R/corpus.log" 2>&1
   echo "corpus: exit $?" >> "$R/status.txt"
-  pkill -f "klineage|multiprocessing" 2>/dev/null; sleep 2  # workers a timeout left behind
+  pkill -f "python3 -m klineage|multiprocessing.spawn|klineage.gate.worker" 2>/dev/null; sleep 2  # workers a timeout left behind
 fi
 timeout "${T2:-280}" $K bench --suite heldout --policies klineage,what-only,random,adaexplore,accelopt $COMMON --out "$R/heldout" > "$R/heldout.log" 2>&1
 echo "heldout: exit $?" >> "$R/status.txt"
-pkill -f "klineage|multiprocessing" 2>/dev/null; sleep 2
+pkill -f "python3 -m klineage|multiprocessing.spawn|klineage.gate.worker" 2>/dev/null; sleep 2
 if [ -n "${OUT:-}" ]; then tar czf "$OUT/bench-h200.tgz" --exclude=cache "$R"; fi
 tail -5 "$R/corpus.log" "$R/heldout.log" "$R/status.txt" 2>/dev/null

@@ -444,6 +444,13 @@ def distill(
         str, typer.Option(help="Comma-separated rewrite passes to use (default: all).")
     ] = "",
     timeout: Annotated[float, typer.Option(help="Seconds one gate call may take.")] = 120.0,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            help="Also ask this LLM to remove one optimization it names, after the registered passes (openai:MODEL, ...).",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the lineage as JSON.")] = False,
 ) -> None:
@@ -462,6 +469,11 @@ def distill(
         update={"timeout_s": timeout, "profile_compile": False, "allow_suspicious": True}
     )
     try:
+        from klineage.llm import get_backend
+
+        backend = get_backend(llm) if llm else None
+        if backend is not None and hasattr(backend, "probe"):
+            backend.probe()
         store = _open_store(db)
         names = [n for n in passes.split(",") if n] or None
         if as_json:
@@ -475,6 +487,7 @@ def distill(
                 regimes=regime,
                 config=config,
                 pass_names=names,
+                llm=backend,
             )
         else:
             from rich.progress import (
@@ -540,6 +553,7 @@ def distill(
                     config=config,
                     pass_names=names,
                     on_event=on_event,
+                    llm=backend,
                 )
         view = load_view(store, lid)
     except KLineageError as e:

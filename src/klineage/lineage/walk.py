@@ -331,8 +331,12 @@ def distill(
     config: GateConfig | None = None,
     pass_names: list[str] | None = None,
     on_event: EventCallback | None = None,
+    llm: Any = None,
 ) -> str:
-    """Walk `expert` backward under the gate; returns the lineage id (stored in `store`)."""
+    """Walk `expert` backward under the gate; returns the lineage id (stored in `store`).
+
+    With `llm` (an LLMBackend), the LLM-proposed simplification (lineage/llm_pass.py) joins the
+    registered passes, tried after them at each node."""
     if policy not in POLICIES:
         raise UsageError(f"--policy {policy}: expected one of {', '.join(POLICIES)}")
     if max_steps < 1:
@@ -345,6 +349,10 @@ def distill(
                 f"unknown rewrite pass {', '.join(unknown)}; known: {', '.join(passes)}"
             )
         passes = {n: passes[n] for n in pass_names}
+    if llm is not None:
+        from klineage.lineage.llm_pass import NAME, LLMSimplifyPass
+
+        passes = {**passes, NAME: LLMSimplifyPass(llm)}
     problem_path, expert_path = Path(problem).resolve(), Path(expert).resolve()
     for p in (problem_path, expert_path):
         if not p.exists():

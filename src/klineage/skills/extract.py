@@ -183,14 +183,27 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
         failures += [_failure(a, "a competing simplification at this step that the gate rejected") for a in attempts
                      if a.parent_id == parent.id and a.applied and not a.accepted and a.pass_name != step.pass_name]  # fmt: skip
         name = Path(lin.expert_path).parent.name + "/" + Path(lin.expert_path).name
+        intent = (
+            p.DESCRIPTION if p else step.pass_name
+        ) + f" (as at {where}: {site.get('description', '')})"
+        anchor = p.ANCHOR if p else ""
+        if step.pass_name == "llm_simplify":  # what the LLM said it removed is the skill
+            from klineage.lineage.llm_pass import removed_name
+
+            intent = (
+                step.reason.replace("LLM removed", "Add back", 1)
+                + " (an optimization an LLM named and removed; the gate accepted the kernel without it)"
+            )
+            anchor = f"LLM-named: {removed_name(step.reason)}"
         skills.append(
             Skill(
                 id=skill_id(step.pass_name, lin.id, child.step),
                 name=step.pass_name,
-                intent=(p.DESCRIPTION if p else step.pass_name)
-                + f" (as at {where}: {site.get('description', '')})",
-                category=p.CATEGORY if p else "unknown",
-                anchor=p.ANCHOR if p else "",
+                intent=intent,
+                category=p.CATEGORY
+                if p
+                else ("llm" if step.pass_name == "llm_simplify" else "unknown"),
+                anchor=anchor,
                 rewrite=Rewrite(pass_name=step.pass_name, params=site.get("params") or {}),
                 exemplar=Exemplar(
                     before=child.source,

@@ -121,6 +121,22 @@ def retrieve(
     for s in skills:
         r = Retrieved(s, selected=False)
         p = passes.get(s.rewrite.pass_name)
+        if p is None and s.rewrite.pass_name == "llm_simplify" and llm:
+            # Named and removed by an LLM in a lineage: only an LLM can write it back.
+            r.materializer = "llm"
+            r.reasons.append("static: an LLM-named optimization; an LLM would have to write it")
+            r.predicted, why = (
+                _predict_unconditioned(s, target) if ignore_conditions else _predict(s, target)
+            )
+            r.reasons += why
+            r.selected = not r.predicted or r.score >= PAYS_OFF
+            r.reasons.append(
+                "selected: the LLM writes it; the gate will decide"
+                if r.selected
+                else "excluded (measured): predicted no gain on any target regime"
+            )
+            out.append(r)
+            continue
         if p is None:
             r.reasons.append(
                 f"excluded: rewrite pass {s.rewrite.pass_name!r} is not registered here"
