@@ -225,3 +225,19 @@ def test_suspicion_is_judged_against_the_start_not_eager(
     _run(fake, monkeypatch, ["fast"], settings=Settings(budget=1))
     start_limit, candidate_limit = fake["limits"]
     assert start_limit >= 1e9 and candidate_limit == pytest.approx(10.0 * 2.0)
+
+
+def test_klineage_tries_skills_whose_conditions_fail_only_after_those_that_hold() -> None:
+    """With budget left, applicable skills the conditions rule out come last, labelled so."""
+    from klineage.optimize.policies import Context, get_policy
+    from klineage.problem.shapes import features, regime_shapes
+    from klineage.skills import read_json
+    from klineage.skills.library import shipped_library_path
+
+    d = KERNELS.parent / "heldout" / "attention_d32"
+    target = {r: features(e) for r, e in regime_shapes(d / "problem.py").items()}
+    ctx = Context(d / "problem.py", d / "naive.py", "cuda", read_json(shipped_library_path()), False, 0, target, "9.0",
+                  (d / "naive.py").read_text())  # fmt: skip
+    keys = [p.key.split(":")[0] for p in get_policy("klineage").proposals(ctx)]
+    assert "skill" in keys and "skill-explore" in keys
+    assert keys == sorted(keys, key=lambda k: k == "skill-explore")  # every held skill first

@@ -91,11 +91,11 @@ def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal
 
     ranked = retrieve(ctx.skills, ctx.problem, ctx.kernel, ctx.device, ctx.capability, llm=ctx.llm,
                       source=ctx.best_source, target=ctx.target, ignore_conditions=ignore_conditions)  # fmt: skip
+    tag = "what-only" if ignore_conditions else "skill"
     for r in ranked:
         if not r.selected:
             continue
         s = r.skill
-        tag = "what-only" if ignore_conditions else "skill"
         yield Proposal(
             key=f"{tag}:{s.id}:{r.materializer}",
             label=f"{s.name} ({s.anchor})",
@@ -105,6 +105,38 @@ def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal
             params=dict(s.rewrite.params),
             predicted=r.score if r.predicted else None,
         )
+    if ignore_conditions:
+        return
+    # Budget left after every skill whose conditions hold: the budget is fixed, so the skills
+    # that apply here but whose conditions predict no gain are tried last, in order of their
+    # typical gain. Conditions rank; only the gate's measurement keeps (on the CPU nothing is
+    # kept from here: the prediction is no gain).
+    rest = [
+        r
+        for r in ranked
+        if not r.selected
+        and r.materializer
+        and any(x.startswith("excluded (measured)") for x in r.reasons)
+    ]
+    typical = {id(r): _typical_gain(r.skill) for r in rest}
+    for r in sorted(rest, key=lambda r: -typical[id(r)]):
+        s = r.skill
+        yield Proposal(
+            key=f"skill-explore:{s.id}:{r.materializer}",
+            label=f"{s.name} ({s.anchor}) [conditions predict no gain; budget left]",
+            materializer=r.materializer,
+            skill=s,
+            pass_name=s.rewrite.pass_name,
+            params=dict(s.rewrite.params),
+            predicted=r.score if r.predicted else None,
+        )
+
+
+def _typical_gain(skill: Skill) -> float:
+    import math
+
+    xs = [e.speedup for e in skill.effects if e.measured and e.speedup]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 1.0
 
 
 @register_policy("klineage")
