@@ -125,6 +125,25 @@ def _memory(ctx: Context) -> Memory:
     return m if isinstance(m, Memory) else Memory()
 
 
+def _shuffled_passes(ctx: Context) -> list[str]:
+    names = sorted(all_passes())
+    random.Random(ctx.seed).shuffle(names)
+    return names
+
+
+def _llm_refinements(tag: str, what: str, notes: str) -> Iterator[Proposal]:
+    """Free LLM refinements with the memory in the prompt, until the budget stops the loop."""
+    i = 0
+    while True:
+        i += 1
+        yield Proposal(
+            key=f"{tag}-llm:{i}",
+            label=f"LLM refinement {i} with {what}",
+            materializer="llm",
+            notes=notes,
+        )
+
+
 @register_policy("adaexplore")
 class AdaExploreStyle:
     name, knowledge = "adaexplore", "memory"
@@ -134,18 +153,8 @@ class AdaExploreStyle:
         banned = {r.pass_name for r in mem.active_rules()}
         rules = "\n".join(f"- {r.text}" for r in mem.active_rules())
         if ctx.llm:
-            i = 0
-            while True:
-                i += 1
-                yield Proposal(
-                    key=f"adaexplore-llm:{i}",
-                    label=f"LLM refinement {i} with failure rules",
-                    materializer="llm",
-                    notes=rules,
-                )
-        names = sorted(all_passes())
-        random.Random(ctx.seed).shuffle(names)
-        for n in names:
+            yield from _llm_refinements("adaexplore", "failure rules", rules)
+        for n in _shuffled_passes(ctx):
             if n not in banned:
                 yield Proposal(key=f"pass:{n}", label=n, materializer="mechanical", pass_name=n)
 
@@ -163,20 +172,9 @@ class AccelOptStyle:
                 notes += (
                     f"\n\nThe best remembered slow -> fast change:\n```diff\n{best[0].diff}\n```"
                 )
-            i = 0
-            while True:
-                i += 1
-                yield Proposal(
-                    key=f"accelopt-llm:{i}",
-                    label=f"LLM refinement {i} with slow->fast memory",
-                    materializer="llm",
-                    notes=notes,
-                )
-        names = sorted(all_passes())
-        random.Random(ctx.seed).shuffle(names)
-        ranked = sorted(
-            names, key=lambda n: -(mem.gain(n) or 0.0)
-        )  # remembered gains first, stable
+            yield from _llm_refinements("accelopt", "slow->fast memory", notes)
+        # Remembered gains first; the rest in the seeded random order (the sort is stable).
+        ranked = sorted(_shuffled_passes(ctx), key=lambda n: -(mem.gain(n) or 0.0))
         for n in ranked:
             g = mem.gain(n)
             yield Proposal(

@@ -72,39 +72,37 @@ class State:
     curve: list[tuple[int, float]] = field(default_factory=list)  # (gate calls, speedup vs start)
 
 
-def cpu_regimes_of(problem_src: str) -> list[str]:
-    """CPU_REGIMES read statically (the problem module is user code; it runs only in children)."""
+def _module_value(problem_src: str, name: str) -> ast.expr | None:
+    """The expression assigned to a module-level name, read statically (the problem module is
+    user code; it runs only in children)."""
     try:
         tree = ast.parse(problem_src)
     except SyntaxError:
-        return []
+        return None
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "CPU_REGIMES" for t in node.targets
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
         ):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                return []
-            return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
-    return []
+            return node.value
+    return None
+
+
+def cpu_regimes_of(problem_src: str) -> list[str]:
+    """CPU_REGIMES, if it is a literal tuple or list."""
+    node = _module_value(problem_src, "CPU_REGIMES")
+    try:
+        value = ast.literal_eval(node) if node is not None else None
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
 
 def regime_names_of(problem_src: str) -> list[str]:
-    """The keys of REGIMES, read statically (in order); empty if it is not a literal dict."""
-    try:
-        tree = ast.parse(problem_src)
-    except SyntaxError:
+    """The keys of REGIMES, in order, if it is a dict literal (its values may be any code)."""
+    node = _module_value(problem_src, "REGIMES")
+    if not isinstance(node, ast.Dict):
         return []
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
-                and any(isinstance(t, ast.Name) and t.id == "REGIMES" for t in node.targets)):  # fmt: skip
-            return [
-                k.value
-                for k in node.value.keys
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            ]
-    return []
+    return [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
 
 
 def geomean(xs: list[float]) -> float:

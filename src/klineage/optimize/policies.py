@@ -93,18 +93,8 @@ def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal
                       source=ctx.best_source, target=ctx.target, ignore_conditions=ignore_conditions)  # fmt: skip
     tag = "what-only" if ignore_conditions else "skill"
     for r in ranked:
-        if not r.selected:
-            continue
-        s = r.skill
-        yield Proposal(
-            key=f"{tag}:{s.id}:{r.materializer}",
-            label=f"{s.name} ({s.anchor})",
-            materializer=r.materializer,
-            skill=s,
-            pass_name=s.rewrite.pass_name,
-            params=dict(s.rewrite.params),
-            predicted=r.score if r.predicted else None,
-        )
+        if r.selected:
+            yield _proposal(r, tag)
     if ignore_conditions:
         return
     # Budget left after every skill whose conditions hold: the budget is fixed, so the skills
@@ -120,16 +110,15 @@ def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal
     ]
     typical = {id(r): _typical_gain(r.skill) for r in rest}
     for r in sorted(rest, key=lambda r: -typical[id(r)]):
-        s = r.skill
-        yield Proposal(
-            key=f"skill-explore:{s.id}:{r.materializer}",
-            label=f"{s.name} ({s.anchor}) [conditions predict no gain; budget left]",
-            materializer=r.materializer,
-            skill=s,
-            pass_name=s.rewrite.pass_name,
-            params=dict(s.rewrite.params),
-            predicted=r.score if r.predicted else None,
-        )
+        yield _proposal(r, "skill-explore", " [conditions predict no gain; budget left]")
+
+
+def _proposal(r: Any, tag: str, note: str = "") -> Proposal:
+    """A Proposal from a retrieval result (skills.retrieve.Retrieved)."""
+    s = r.skill
+    return Proposal(key=f"{tag}:{s.id}:{r.materializer}", label=f"{s.name} ({s.anchor}){note}", materializer=r.materializer,
+                    skill=s, pass_name=s.rewrite.pass_name, params=dict(s.rewrite.params),
+                    predicted=r.score if r.predicted else None)  # fmt: skip
 
 
 def _typical_gain(skill: Skill) -> float:
