@@ -189,3 +189,35 @@ def test_retrieval_on_a_held_out_problem_with_the_h200_skills() -> None:
         if not r.selected and any(why.startswith("excluded (static)") for why in r.reasons)
     ]
     assert excluded_static, "some skills have no place in this kernel and must say so"
+
+
+def test_a_threshold_is_not_extrapolated_far_from_the_values_it_was_learned_on() -> None:
+    """exp2's threshold 'row_length >= 90510' was learned on vocabularies (1000..256000): for an
+    attention head dimension of 32 it is set aside and the nearest measured regime decides;
+    for a row of 20000 it is used."""
+    from klineage.skills import read_json
+    from klineage.skills.library import shipped_library_path
+    from klineage.skills.retrieve import retrieve
+    from tests.conftest import ROOT
+
+    exp2 = next(s for s in read_json(shipped_library_path()) if s.name == "exp2_log2e")
+    assert any(c.feature == "row_length" and c.op == ">=" for c in exp2.conditions)
+    d = ROOT / "src" / "klineage" / "heldout" / "attention_d32"
+    far = retrieve(
+        [exp2],
+        d / "problem.py",
+        d / "naive.py",
+        target={"head32": {"row_length": 32.0, "rows": 4096.0, "elements": 131072.0}},
+    )[0]
+    assert any("not used: row_length 32 is outside" in x for x in far.reasons)
+    assert any("nearest measured regime" in x for x in far.reasons)
+    near = retrieve(
+        [exp2],
+        d / "problem.py",
+        d / "naive.py",
+        target={"rows20k": {"row_length": 20000.0, "rows": 64.0, "elements": 1280000.0}},
+    )[0]
+    assert any(
+        "row_length 2e+04 fails 'pays off when row_length >= 9.051e+04'" in x for x in near.reasons
+    )
+    assert near.predicted == {"rows20k": 1.0}

@@ -17,7 +17,7 @@ from klineage.problem.shapes import features, regime_shapes
 from klineage.rewrite import all_passes
 from klineage.skills.conditions import PAYS_OFF, regime_features
 from klineage.skills.extract import HARDWARE_CONDITIONS, trusted
-from klineage.skills.model import Skill
+from klineage.skills.model import Condition, Skill
 
 
 @dataclass
@@ -41,6 +41,35 @@ def _distance(a: dict[str, float], b: dict[str, float]) -> float:
     return math.sqrt(sum(math.log(a[k] / b[k]) ** 2 for k in keys)) if keys else math.inf
 
 
+# A threshold is used within this factor of the feature values it was learned on, not beyond:
+# "row_length >= 90510" learned on vocabularies says nothing about a head dimension of 64.
+EXTRAPOLATION = 2.0
+
+
+def _values(c: Condition) -> list[float]:
+    feats = regime_features(c.source_problem) if c.source_problem else {}
+    return [f[c.feature] for f in feats.values() if c.feature and c.feature in f]
+
+
+def _span(c: Condition) -> str:
+    v = _values(c)
+    return (
+        f"{min(v):.4g}..{max(v):.4g} in {Path(c.source_problem or '').parent.name}"
+        if v
+        else "unknown"
+    )
+
+
+def _within(c: Condition, feats: dict[str, float]) -> bool:
+    """Whether a target's feature lies where the threshold's source regimes were (their
+    problem's regimes, within EXTRAPOLATION); a threshold without a known source is used."""
+    v = _values(c)
+    x = feats.get(c.feature or "")
+    if not v or x is None:
+        return True
+    return min(v) / EXTRAPOLATION <= x <= max(v) * EXTRAPOLATION
+
+
 def _predict(
     skill: Skill, target: dict[str, dict[str, float]]
 ) -> tuple[dict[str, float], list[str]]:
@@ -53,11 +82,15 @@ def _predict(
     predicted: dict[str, float] = {}
     why: list[str] = []
     for regime, feats in target.items():
-        verdicts = [c.holds(feats) for c in thresholds]
+        usable = [c for c in thresholds if _within(c, feats)]
+        for c in thresholds:
+            if c not in usable and c.feature in feats:
+                why.append(f"{regime}: '{c.predicate}' not used: {c.feature} {feats[c.feature]:.4g} is outside the values it was learned on ({_span(c)})")  # fmt: skip
+        verdicts = [c.holds(feats) for c in usable]
         if any(v is not None for v in verdicts):
             ok = any(v for v in verdicts)
             predicted[regime] = gain if ok else 1.0
-            c = thresholds[0]
+            c = usable[0]
             why.append(
                 f"{regime}: {c.feature} {feats.get(c.feature or '', float('nan')):.4g} {'meets' if ok else 'fails'} '{c.predicate}' -> predicted {predicted[regime]:.2f}x"
             )
