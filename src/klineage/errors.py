@@ -1,4 +1,4 @@
-"""Errors klineage raises. Only cli.py turns them into exit codes; messages are for users."""
+"""Errors klineage raises. Only the cli package turns them into exit codes; messages are for users."""
 
 from __future__ import annotations
 

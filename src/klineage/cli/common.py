@@ -1,0 +1,57 @@
+"""What every command module shares: the typer app, the consoles, the --db option and the
+store and library helpers. Like the rest of the cli package, only this layer prints and exits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from klineage.gate import Status
+
+app = typer.Typer(
+    name="klineage",
+    help="Learn when GPU kernel optimizations pay off and are safe, from expert kernels.\n\n"
+    "Start with `klineage gate PROBLEM CANDIDATE --device cpu`: it checks a Triton candidate "
+    "(a KernelBench ModelNew file) against a reference problem, stage by stage.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+STATUS_STYLE = {
+    Status.PASSED: "[green]passed[/]",
+    Status.FAILED: "[bold red]FAILED[/]",
+    Status.SKIPPED: "[dim]skipped[/]",
+    Status.NOT_MEASURED: "[yellow]not measured[/]",
+}
+
+
+def _open_store(db: Path | None) -> Any:
+    from klineage.store import open_store
+
+    return open_store(db)
+
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        help="SQLite database (default: $KLINEAGE_DB or ~/.local/share/klineage/klineage.db).",
+    ),
+]
+
+
+def _library(db: Path | None, path: Path | None = None) -> tuple[Any, list[Any], str]:
+    """The store, and the skills to use with where they came from: --skills FILE, else the
+    user's library, else the shipped one."""
+    from klineage.skills.library import load_library
+
+    store = _open_store(db)
+    skills, label = load_library(store, path)
+    return store, skills, label

@@ -1,0 +1,258 @@
+"""`klineage gate`, `passes` and `version`: the gate on one candidate, the rewrite passes."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from klineage import __version__
+from klineage.cli.common import STATUS_STYLE, app, console, err_console
+from klineage.config import GateConfig
+from klineage.errors import KLineageError
+from klineage.gate import GateResult, Stage, run_gate
+from klineage.gate.runner import result_json
+
+
+def _parse_set(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise typer.BadParameter(
+                f"{item!r}: expected NAME=VALUE, e.g. batch_size=8", param_hint="--set"
+            )
+        try:
+            out[name] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[name] = raw
+    return out
+
+
+def _parse_tolerances(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        dtype, sep, raw = item.partition("=")
+        try:
+            out[dtype] = float(raw)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise typer.BadParameter(
+                f"{item!r}: expected DTYPE=TOL, e.g. float16=1e-2", param_hint="--tol"
+            )
+    return out
+
+
+def render_gate(result: GateResult) -> None:
+    title = f"gate: {Path(result.candidate).name} vs {Path(result.problem).name} on {result.device}"
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("stage")
+    table.add_column("status")
+    table.add_column("details", overflow="fold")
+    for s in result.stages:
+        details = escape(s.message)
+        if s.regimes and s.stage in (Stage.CORRECTNESS, Stage.PROFILE):
+            lines = []
+            for o in s.regimes:
+                err = (
+                    f", max abs err {o.max_abs_err:.2e} (tol {o.tolerance:g})"
+                    if o.max_abs_err is not None and o.tolerance
+                    else ""
+                )
+                lines.append(f"{o.regime}: {STATUS_STYLE[o.status]} {escape(o.message)}{err}")
+            details = "\n".join(lines)
+        table.add_row(s.stage.value, STATUS_STYLE[s.status], details)
+    console.print(table)
+    env = result.environment
+    if env is not None:
+        where = (
+            env.gpu_name or "CPU (Triton interpreter)"
+            if env.interpreter
+            else env.gpu_name or env.device
+        )
+        console.print(
+            f"[dim]environment: {where}; torch {env.torch}, triton {env.triton}, klineage {env.klineage}; timing: {env.timing_method}; {env.date}[/]"
+        )
+    cached = " (cached)" if result.cached else ""
+    verdict = (
+        "[bold green]ACCEPTED[/]"
+        if result.accepted
+        else f"[bold red]REJECTED[/] at {result.failed_stage.value if result.failed_stage else '?'}"
+    )
+    console.print(f"{verdict}{cached} in {result.seconds:.1f} s")
+
+
+def _exit_code(result: GateResult) -> int:
+    if result.accepted:
+        return 0
+    return 2 if result.failed_stage is Stage.LOAD else 1
+
+
+@app.command()
+def gate(
+    problem: Annotated[
+        Path,
+        typer.Argument(
+            help="KernelBench problem file (class Model, get_inputs, optional REGIMES)."
+        ),
+    ],
+    candidate: Annotated[
+        Path, typer.Argument(help="Candidate file with class ModelNew launching Triton kernels.")
+    ],
+    regime: Annotated[
+        list[str],
+        typer.Option(
+            "--regime",
+            "-r",
+            help="Regime to check (repeatable). Default: CPU_REGIMES on cpu, all on cuda.",
+        ),
+    ] = [],  # noqa: B006
+    device: Annotated[
+        str,
+        typer.Option(help="cpu (Triton interpreter, no timing) or cuda (compile, check, time)."),
+    ] = "cpu",
+    timeout: Annotated[
+        float, typer.Option(help="Seconds one gate call may take; a hang past it is a rejection.")
+    ] = 120.0,
+    trials: Annotated[int, typer.Option(help="Random trials per regime (at least 5).")] = 5,
+    set_: Annotated[
+        list[str],
+        typer.Option(
+            "--set",
+            help="Override a problem global for a CPU-sized check, e.g. --set batch_size=8.",
+        ),
+    ] = [],  # noqa: B006
+    tol: Annotated[
+        list[str],
+        typer.Option(
+            "--tol", help="Tolerance per dtype, e.g. --tol float16=2e-2 (never above 5e-2)."
+        ),
+    ] = [],  # noqa: B006
+    allow_suspicious: Annotated[
+        bool, typer.Option(help="Accept results faster than the roofline floor or 10x eager.")
+    ] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Re-run even if this exact check is cached.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Check a candidate kernel against a problem: load, static guards, compile, runtime guards,
+    correctness on every regime (>= 5 random trials each, every autotune config), and on cuda the
+    profile (median with L2 flushed, vs eager and torch.compile).
+
+    Exit 0 accepted, 1 rejected, 2 usage or loading error.
+
+    Example: klineage gate src/klineage/examples/softmax/problem.py src/klineage/examples/softmax/candidate.py
+    """
+    try:
+        base = GateConfig.from_env()
+        tolerances = {**base.tolerances, **_parse_tolerances(tol)}
+        config = base.model_copy(
+            update={
+                "timeout_s": timeout,
+                "trials": trials,
+                "allow_suspicious": allow_suspicious,
+                "cache": base.cache and not no_cache,
+            }
+        )
+        config = GateConfig.model_validate({**config.model_dump(), "tolerances": tolerances})
+    except (ValueError, KLineageError) as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    overrides = _parse_set(set_)
+    try:
+        if as_json:
+            result = run_gate(
+                problem,
+                candidate,
+                device=device,
+                regimes=regime,
+                overrides=overrides,
+                config=config,
+            )
+        else:
+            with console.status("gate: starting") as status:
+
+                def on_event(ev: dict[str, Any]) -> None:
+                    if ev["type"] == "start":
+                        status.update(f"gate: {ev['stage']} {ev.get('detail', '')}")
+                    elif ev["type"] == "progress":
+                        status.update(f"gate: {ev['detail']}")
+
+                result = run_gate(
+                    problem,
+                    candidate,
+                    device=device,
+                    regimes=regime,
+                    overrides=overrides,
+                    config=config,
+                    on_event=on_event,
+                )
+    except KLineageError as e:
+        err_console.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    if as_json:
+        print(result_json(result))
+    else:
+        render_gate(result)
+    raise typer.Exit(_exit_code(result))
+
+
+@app.command()
+def passes(
+    source: Annotated[
+        Path | None,
+        typer.Argument(help="Optional kernel file: list the sites each pass finds in it."),
+    ] = None,
+) -> None:
+    """List the registered rewrite passes (one optimization each); with a kernel file, the sites
+    where each optimization is present (backward) or could apply (forward)."""
+    from klineage.rewrite import all_passes
+    from klineage.rewrite.passes import BROKEN
+
+    registered = all_passes()
+    text = source.read_text(encoding="utf-8") if source is not None else None
+    table = Table(
+        title=f"{len(registered)} rewrite passes" + (f" on {source}" if source else ""),
+        title_justify="left",
+    )
+    for col in (
+        "pass",
+        "category",
+        "anchor",
+        "adds" if text is None else "present (backward sites)",
+        *(() if text is None else ("could apply (forward)",)),
+    ):
+        table.add_column(col, overflow="fold")
+    for name, p in registered.items():
+        if text is None:
+            table.add_row(name, p.CATEGORY, escape(p.ANCHOR), escape(p.DESCRIPTION))
+        else:
+            back = (
+                "\n".join(
+                    escape(f"{s.function}:{s.line} {s.description}") for s in p.backward_sites(text)
+                )
+                or "[dim]-[/]"
+            )
+            fwd = str(len(p.forward_sites(text))) or "0"
+            table.add_row(name, p.CATEGORY, escape(p.ANCHOR), back, fwd)
+    console.print(table)
+    for name, error in BROKEN.items():
+        err_console.print(f"[red]pass module {name} failed to import:[/] {escape(error)}")
+
+
+@app.command()
+def version() -> None:
+    """Print klineage, torch and triton versions."""
+    import torch
+    import triton
+
+    console.print(
+        f"klineage {__version__}, torch {torch.__version__}, triton {triton.__version__}, python {sys.version.split()[0]}"
+    )
