@@ -26,7 +26,7 @@ def _rank(order: tuple[str, ...], name: str) -> int:
 
 
 app.registered_commands.sort(
-    key=lambda c: _rank(COMMANDS, c.name or getattr(c.callback, "__name__", ""))
+    key=lambda c: _rank(COMMANDS, str(c.name or getattr(c.callback, "__name__", "")))
 )
 app.registered_groups.sort(key=lambda g: _rank(GROUPS, g.name or ""))
 
