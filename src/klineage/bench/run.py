@@ -157,6 +157,7 @@ def run_bench(
             path.write_text(to_json(lib), encoding="utf-8")
             skill_paths = {bp.workload: str(path) for bp in probs}
     memory_paths: dict[str, str] = {}
+    notes: list[str] = []
     if any(p in MEMORY_POLICIES for p in policies):
         from klineage.store import open_store
 
@@ -170,6 +171,10 @@ def run_bench(
             )
             mem.save(path)
             memory_paths[bp.workload] = str(path)
+            if not mem.sources:
+                notes.append(
+                    "the memory baselines have no rollouts to learn from (run `klineage bench --suite corpus --policies random` first, or pass --rollouts DB); they behave as random"
+                )
         rstore.close()
     jobs = [
         _job(bp, p, budget, device, db, regimes or [], config, llm, seed, skill_paths, memory_paths)
@@ -179,7 +184,7 @@ def run_bench(
     result: dict[str, Any] = {
         "schema": SCHEMA, "id": out.name, "suite": suite, "device": device, "budget": budget, "policies": policies,
         "executor": executor, "environment": {}, "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "rows": [], "summary": {}, "skills": [],
+        "rows": [], "summary": {}, "skills": [], "notes": sorted(set(notes)),
     }  # fmt: skip
     if skill_paths:
         first = next(iter(skill_paths.values()))

@@ -147,6 +147,8 @@ def bench(
                       f(v["geomean_vs_eager"], "{:.2f}x"), f(v["geomean_vs_compile"], "{:.2f}x"),
                       f(v["geomean_fraction_of_expert"], "{:.0%}"), f(v["mean_calls_to_95"], "{:.1f}"))  # fmt: skip
     console.print(table)
+    for note in result.get("notes", [])[:3]:
+        console.print(f"[yellow]note:[/] {escape(note)}")
     if device != "cuda":
         console.print(
             "[yellow]predicted, not measured[/]: on the CPU nothing is timed; speedups need --device cuda"
