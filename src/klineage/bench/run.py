@@ -181,9 +181,10 @@ def run_bench(
         for bp in probs
         for p in policies
     ]
+    created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     result: dict[str, Any] = {
-        "schema": SCHEMA, "id": out.name, "suite": suite, "device": device, "budget": budget, "policies": policies,
-        "executor": executor, "environment": {}, "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "schema": SCHEMA, "id": f"{suite}-{device}-budget{budget}-{created[:16].replace(':', '')}", "suite": suite, "device": device, "budget": budget, "policies": policies,
+        "executor": executor, "environment": {}, "created": created,
         "rows": [], "summary": {}, "skills": [], "notes": sorted(set(notes)),
     }  # fmt: skip
     if skill_paths:
