@@ -34,3 +34,21 @@ def test_corpus_kernel_passes_the_gate_on_cpu(workload: str, kind: str) -> None:
     assert correctness is not None
     verified = [o for o in correctness.regimes if o.status is Status.PASSED]
     assert len(verified) >= 2, "a workload needs at least two CPU regimes"
+
+
+def test_the_gate_records_which_kernels_each_regime_launched() -> None:
+    """RMSNorm's expert runs its single-block kernel on short rows and its looped kernel past
+    8192 columns: the correctness stage says so per regime (skills use it to tell an effect
+    from noise)."""
+    from klineage.config import GateConfig
+    from klineage.gate import Stage, run_gate
+    from tests.conftest import KERNELS
+
+    r = run_gate(KERNELS / "rmsnorm" / "problem.py", KERNELS / "rmsnorm" / "expert.py", device="cpu",
+                 regimes=["tiny", "long_row"], config=GateConfig(cache=False))  # fmt: skip
+    stage = r.stage(Stage.CORRECTNESS)
+    assert r.accepted and stage is not None
+    assert {o.regime: o.kernels for o in stage.regimes} == {
+        "tiny": ["_rms_norm_fwd_kernel"],
+        "long_row": ["_rms_norm_fwd_looped_kernel"],
+    }

@@ -221,3 +221,27 @@ def test_a_threshold_is_not_extrapolated_far_from_the_values_it_was_learned_on()
         "row_length 2e+04 fails 'pays off when row_length >= 9.051e+04'" in x for x in near.reasons
     )
     assert near.predicted == {"rows20k": 1.0}
+
+
+def test_an_effect_on_a_regime_that_never_ran_the_changed_kernel_is_not_trusted() -> None:
+    from klineage.skills.extract import exercised, trusted
+    from klineage.skills.model import Effect
+
+    def gate(per: dict[str, list[str]]) -> dict:
+        return {
+            "stages": [
+                {
+                    "stage": "correctness",
+                    "regimes": [{"regime": r, "kernels": k} for r, k in per.items()],
+                }
+            ]
+        }
+
+    g = gate({"llama": ["_fused"], "long": ["_looped"]})
+    assert exercised("_looped", "llama", g, g) is False
+    assert exercised("_looped", "long", g, g) is True
+    assert exercised("rms_norm_forward", "llama", g, g) is None  # a launcher: unknown, assumed run
+    assert exercised("_inner_helper", "llama", g, g) is None  # never launched itself
+    assert exercised("_looped", "llama", {}, {}) is None  # older gate results: unknown
+    big = {"base_ms": 0.2, "new_ms": 0.09, "speedup": 2.24, "measured": True, "regime": "llama"}
+    assert trusted(Effect(**big)) and not trusted(Effect(**big, exercised=False))

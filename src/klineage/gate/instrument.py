@@ -104,6 +104,7 @@ class RunState:
     """What the instrumentation saw; reset per forward by the worker."""
 
     launches: int = 0
+    kernels: set[str] = field(default_factory=set)  # names of the kernels launched
     in_triton: int = 0
     in_candidate: bool = False
     reference_calls: int = 0
@@ -150,6 +151,8 @@ def _wrap_launch(cls: Any) -> None:
         if kwargs.get("warmup"):
             return original(self, *args, **kwargs)
         STATE.launches += 1
+        fn = getattr(self, "fn", None)
+        STATE.kernels.add(str(getattr(fn, "__name__", None) or getattr(self, "__name__", "?")))
         STATE.in_triton += 1
         try:
             return original(self, *args, **kwargs)
@@ -231,11 +234,13 @@ class ForwardRecord:
     launches: int
     forbidden_ops: dict[str, int]
     reference_calls: int
+    kernels: list[str] = field(default_factory=list)
 
 
 @contextmanager
 def observed_forward(poison: bool = True) -> Iterator[ForwardMonitor]:
     STATE.launches = 0
+    STATE.kernels = set()
     STATE.reference_calls = 0
     STATE.in_candidate = True
     monitor = ForwardMonitor(poison=poison)
@@ -249,7 +254,9 @@ def observed_forward(poison: bool = True) -> Iterator[ForwardMonitor]:
 def run_observed(model: Any, inputs: list[Any], poison: bool = True) -> ForwardRecord:
     with torch.no_grad(), observed_forward(poison) as monitor:
         out = model(*inputs)
-    return ForwardRecord(out, STATE.launches, monitor.forbidden_ops(), STATE.reference_calls)
+    return ForwardRecord(
+        out, STATE.launches, monitor.forbidden_ops(), STATE.reference_calls, sorted(STATE.kernels)
+    )
 
 
 def runtime_violations(record: ForwardRecord) -> list[str]:

@@ -64,6 +64,9 @@ class RegimeOutcome(BaseModel):
     max_rel_err: float | None = None
     tolerance: float | None = None
     configs_checked: int = 1
+    # The Triton kernels the candidate launched on this regime (by function name): which code a
+    # timing of this regime exercised.
+    kernels: list[str] = Field(default_factory=list)
 
 
 class StageResult(BaseModel):

@@ -163,6 +163,7 @@ class Checker:
         buffers = clone_inputs(first_inputs)
         max_abs = max_rel = 0.0
         skipped: list[str] = []
+        kernels: set[str] = set()
         for c in range(passes):
             STATE.force_config = c
             STATE.forced.clear()
@@ -184,6 +185,7 @@ class Checker:
                     with self.problem.regime_globals(regime):
                         rec = run_observed(models.candidate, use)
                     synchronize(self.device)
+                    kernels.update(rec.kernels)
                 except Exception as e:
                     if passes > 1 and is_autotuner_skip(e):
                         forced = "; ".join(f"{k}: {v}" for k, v in STATE.forced.items())
@@ -261,6 +263,7 @@ class Checker:
         return RegimeOutcome(
             regime=regime, status=Status.PASSED, message=msg, trials=len(data), dtype=dtype,
             max_abs_err=max_abs, max_rel_err=max_rel, tolerance=tol, configs_checked=passes - len(skipped),
+            kernels=sorted(kernels),
         )  # fmt: skip
 
     def _fail(

@@ -57,7 +57,9 @@ def card(skill: Skill) -> str:
     for e in skill.effects:
         if e.measured:
             lines.append(
-                f"| {e.regime} | {e.dtype} | {e.gpu} ({e.arch}) | {e.base_ms:.4g} | {e.new_ms:.4g} | {e.speedup:.2f}x |"
+                f"| {e.regime} | {e.dtype} | {e.gpu} ({e.arch}) | {e.base_ms:.4g} | {e.new_ms:.4g} | {e.speedup:.2f}x"
+                + (" (the changed kernel did not run here: noise)" if e.exercised is False else "")
+                + " |"
             )
         else:
             lines.append(f"| {e.regime} | {e.dtype} | – | – | – | not measured |")

@@ -42,6 +42,24 @@ def _profile_rows(gate: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {}
 
 
+def _regime_kernels(gate: dict[str, Any] | None) -> dict[str, set[str]]:
+    """The Triton kernels launched per regime, from the correctness stage (empty if unknown)."""
+    for stage in (gate or {}).get("stages", []):
+        if stage["stage"] == "correctness":
+            return {r["regime"]: set(r.get("kernels") or []) for r in stage.get("regimes", [])}
+    return {}
+
+
+def exercised(function: str, regime: str, *gates: dict[str, Any] | None) -> bool | None:
+    """Whether a step that changed `function` ran that code on `regime`: known only when
+    `function` is a kernel some regime launched (a launcher or an inner helper: None)."""
+    per = [_regime_kernels(g) for g in gates]
+    launched_anywhere = set().union(*(k for d in per for k in d.values()))
+    if not function or function not in launched_anywhere:
+        return None
+    return any(function in d.get(regime, set()) for d in per)
+
+
 def _regime_dtypes(gate: dict[str, Any] | None) -> dict[str, str | None]:
     for stage in (gate or {}).get("stages", []):
         if stage["stage"] == "correctness":
@@ -75,7 +93,7 @@ def _failure(a: AttemptRow, why: str) -> FailureAvoided:
 def trusted(e: Effect) -> bool:
     """An effect that can be told apart from timing noise: measured on kernels of 50 us or more,
     or large (3x or more; the spread seen between gate processes on shorter kernels was 2x)."""
-    if e.speedup is None or e.base_ms is None or e.new_ms is None:
+    if e.speedup is None or e.base_ms is None or e.new_ms is None or e.exercised is False:
         return False
     long_enough = min(e.base_ms, e.new_ms) >= 0.05
     return long_enough or max(e.speedup, 1 / e.speedup) >= 3.0
@@ -141,6 +159,7 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
             effects.append(
                 Effect(regime=regime, gpu=gpu, arch=arch, dtype=dtypes.get(regime), base_ms=b, new_ms=n,
                        speedup=speedup, measured=speedup is not None, environment=env or None,
+                       exercised=exercised(site.get("function") or "", regime, parent.gate, child.gate),
                        lineage_id=lin.id, step=child.step)
             )  # fmt: skip
         measured_effects = [e for e in effects if e.measured and e.speedup is not None]

@@ -61,6 +61,9 @@ class Effect(BaseModel):
     speedup: float | None = None  # base_ms / new_ms; None when not measured
     measured: bool
     environment: dict[str, Any] | None = None
+    # Whether the rewritten code ran on this regime: False when the step changed a kernel the
+    # candidate did not launch there (the "effect" is then timing noise); None when unknown.
+    exercised: bool | None = None
     # Where it was measured: the lineage and step whose parent/child gate results gave it.
     lineage_id: str | None = None
     step: int | None = None
