@@ -241,3 +241,54 @@ def test_klineage_tries_skills_whose_conditions_fail_only_after_those_that_hold(
     keys = [p.key.split(":")[0] for p in get_policy("klineage").proposals(ctx)]
     assert "skill" in keys and "skill-explore" in keys
     assert keys == sorted(keys, key=lambda k: k == "skill-explore")  # every held skill first
+
+
+def test_memory_baselines_learn_from_rollouts_and_tell_the_llm(tmp_path: Path) -> None:
+    """Failure rules (AdaExplore-style) and slow->fast pairs (AccelOpt-style) are built from a
+    random rollout's trials; mechanically they reorder or skip passes, with an LLM they are the
+    prompt's 'What earlier attempts taught'."""
+    from klineage.bench.memory import build_memory
+    from klineage.optimize.materialize import build_prompt
+    from klineage.optimize.policies import Context, get_policy
+
+    store = open_store(tmp_path / "k.db")
+    store.create_run(
+        "r1",
+        "/x/kernels/softmax/problem.py",
+        "/x/kernels/softmax/naive.py",
+        "p",
+        "k",
+        "cuda",
+        "random",
+        {},
+    )
+    for seq, (name, gated, ok, kept, sp) in enumerate(
+        [
+            ("block_size", True, False, False, None),
+            ("block_size", True, False, False, None),
+            ("exp2_log2e", True, True, True, 1.3),
+        ],
+        1,
+    ):
+        store.add_trial("r1", seq, f"pass:{name}", name, None, "mechanical", "base", candidate=f"# {seq}\n", candidate_sha=f"s{seq}",
+                        gated=gated, accepted=ok, kept=kept, failed_stage=None if ok else "compile",
+                        message="kept" if ok else "compile: out of shared memory", speedup=sp)  # fmt: skip
+    store.update_run("r1", status="done")
+    mem = build_memory(store, {"softmax"})
+    assert [(r.pass_name, r.stage, r.count) for r in mem.active_rules()] == [
+        ("block_size", "compile", 2)
+    ]
+    assert mem.gain("exp2_log2e") == pytest.approx(1.3) and "1.30x faster" in mem.pairs[0].insight
+    ctx = Context(tmp_path, tmp_path, "cuda", [], False, 0, {}, memory=mem)
+    ada = [p.pass_name for p in get_policy("adaexplore").proposals(ctx)]
+    assert "block_size" not in ada and "exp2_log2e" in ada
+    acc = [p.pass_name for p in get_policy("accelopt").proposals(ctx)]
+    assert acc[0] == "exp2_log2e"
+    ctx.llm = True
+    first = next(iter(get_policy("adaexplore").proposals(ctx)))
+    prompt = build_prompt("problem", "kernel", None, "regimes", "", first.notes)[1].content
+    assert (
+        first.materializer == "llm"
+        and "What earlier attempts taught" in prompt
+        and "You cannot add block_size" in prompt
+    )
