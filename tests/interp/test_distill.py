@@ -113,3 +113,44 @@ def test_kill_9_mid_walk_loses_nothing_gated_and_the_rerun_resumes(tmp_path: Pat
     with sqlite3.connect(db) as c:
         keys = [r[0] for r in c.execute("SELECT parent_id || site_key FROM attempts")]
     assert len(keys) == len(set(keys)) == 3  # nothing gated twice
+
+
+def test_kill_9_mid_optimize_loses_no_trial_and_the_rerun_resumes(tmp_path: Path) -> None:
+    """The optimize loop commits each trial as it happens: killed after the first, the same
+    command resumes from the store, keeps the recorded trial and finishes the run."""
+    from tests.conftest import KERNELS
+
+    db = tmp_path / "k.db"
+    naive = KERNELS / "softmax" / "naive.py"
+    args = cli(
+        "optimize",
+        str(KERNELS / "softmax" / "problem.py"),
+        str(naive),
+        "--budget",
+        "3",
+        "--regime",
+        "tiny_rows",
+        db=db,
+    )
+    env = fresh_cache(tmp_path)
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
+    )
+    deadline = time.monotonic() + 300
+    while count(db, "trials") < 1 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # the loop and its gate child
+    proc.wait()
+    with sqlite3.connect(db) as c:
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        first = c.execute("SELECT seq, candidate_sha FROM trials ORDER BY seq").fetchone()
+        assert c.execute("SELECT status FROM runs").fetchone()[0] == "running"
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "resuming run" in rerun.stdout and "(replayed)" in rerun.stdout
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT seq, candidate_sha FROM trials ORDER BY seq").fetchone() == first
+        assert c.execute("SELECT status FROM runs").fetchone()[0] == "done"
+        seqs = [r[0] for r in c.execute("SELECT seq FROM trials ORDER BY seq")]
+    assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) >= 2
