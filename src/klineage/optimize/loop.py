@@ -43,6 +43,12 @@ from klineage.store.db import TrialRow
 
 EventCallback = Callable[[str, dict[str, Any]], None]
 
+# Part of every run's identity. Bump it when what a policy proposes or what a materializer
+# writes changes, so a stored run of the older code is not replayed as if it were this one's.
+# 2: expert site parameters no longer bind the target; klineage explores with budget left;
+#    thresholds are not extrapolated.
+OPTIMIZE_VERSION = 2
+
 
 class OptimizeRefused(KLineageError):
     """The starting kernel fails the gate: there is nothing correct to optimize from."""
@@ -158,7 +164,7 @@ class Optimizer:
         self.run_id = self._run_id()
 
     def _run_id(self) -> str:
-        blob = json.dumps([sha(self.problem_src), sha(self.kernel_src), self.device, self.policy.name,
+        blob = json.dumps([OPTIMIZE_VERSION, sha(self.problem_src), sha(self.kernel_src), self.device, self.policy.name,
                            sorted(s.id + sha(s.model_dump_json())[:8] for s in self.skills), self.llm_name,
                            sorted(self.settings.regimes), self.settings.margin, self.settings.seed,
                            self.memory.fingerprint() if self.memory is not None else None])  # fmt: skip
