@@ -39,9 +39,6 @@ def _gpu_count() -> int:
         return 0
 
 
-_slots: Any = None
-
-
 def _pin(slots: Any) -> None:
     """Pool initializer: take a GPU id for this worker's lifetime."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(slots.get())

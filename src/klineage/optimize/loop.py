@@ -74,7 +74,6 @@ class State:
     seq: int = 0
     feedback: str = ""
     seen: dict[str, int] = field(default_factory=dict)  # candidate sha -> trial seq
-    kept: list[str] = field(default_factory=list)
     curve: list[tuple[int, float]] = field(default_factory=list)  # (gate calls, speedup vs start)
 
 
@@ -361,7 +360,6 @@ class Optimizer:
                 st.seen.setdefault(t.candidate_sha, t.seq)
         if t.kept and t.candidate and t.gate:
             st.best_source, st.best_gate = t.candidate, t.gate
-            st.kept.append(t.proposal)
         if t.gated:
             x = speedup(self.start_gate, st.best_gate, self.timed)
             st.curve.append((st.gate_calls, geomean(list(x.values())) if x else 1.0))

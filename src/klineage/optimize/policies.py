@@ -10,7 +10,7 @@
 - llm-feedback: no knowledge, LLM: "make it faster" from the kernel and the gate's feedback.
 
 A policy yields Proposals lazily; the loop asks for the next one after the previous is gated,
-so a policy can look at the current best kernel (`ctx.best_source`) and the trials so far.
+so a policy can look at the current best kernel (`ctx.best_source`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ class Context:
     target: dict[str, dict[str, float]]  # regime -> shape features
     capability: str | None = None
     best_source: str = ""
-    history: list[Any] = field(default_factory=list)  # TrialRow-like records so far
     memory: Any = None  # a bench.memory.Memory for the memory-based baselines
 
 
