@@ -44,3 +44,32 @@ def test_unknown_and_ambiguous_lineage_ids(tmp_path: Path) -> None:
     assert store.get_lineage("abc1") is not None
     with pytest.raises(StoreError, match="ambiguous"):
         store.get_lineage("abc")
+
+
+def _open_at_once(path: str, barrier: object) -> str:
+    from klineage.store import open_store
+
+    barrier.wait()  # type: ignore[attr-defined]
+    try:
+        open_store(Path(path)).close()
+        return "ok"
+    except Exception as e:  # reported to the test, which names it
+        return f"{type(e).__name__}: {e}"
+
+
+def test_processes_opening_a_new_database_at_once_migrate_it_once(tmp_path: Path) -> None:
+    """Bench workers open the same new database together: each migration runs exactly once
+    (the version is read inside the write transaction), and every process gets a store."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = mp.get_context("spawn")
+    n = 6
+    with ctx.Manager() as m, ProcessPoolExecutor(n, mp_context=ctx) as pool:
+        barrier = m.Barrier(n)
+        results = list(pool.map(_open_at_once, [str(tmp_path / "k.db")] * n, [barrier] * n))
+    assert results == ["ok"] * n
+    from klineage.store.migrations import MIGRATIONS
+
+    with sqlite3.connect(tmp_path / "k.db") as c:
+        assert c.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)

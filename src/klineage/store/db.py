@@ -10,6 +10,7 @@ import datetime as _dt
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -138,7 +139,7 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self.conn.execute("PRAGMA journal_mode=WAL")
+            self._wal()
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
@@ -151,6 +152,18 @@ class Store:
     def close(self) -> None:
         self.conn.close()
 
+    def _wal(self) -> None:
+        """Switch to WAL. Another process switching at the same moment makes SQLite answer
+        "database is locked" at once, without its busy timeout: retry for up to 10 s."""
+        for attempt in range(100):
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or attempt == 99:
+                    raise
+                time.sleep(0.1)
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -162,17 +175,21 @@ class Store:
         self.conn.execute("COMMIT")
 
     def _migrate(self) -> None:
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > len(MIGRATIONS):
-            raise StoreError(
-                f"{self.path} has schema version {version}, newer than this klineage ({len(MIGRATIONS)}): upgrade klineage"
-            )
-        for i in range(version, len(MIGRATIONS)):
+        # The version is read inside each write transaction: several processes opening a new
+        # database at once (bench workers) apply each migration exactly once.
+        while True:
             with self.tx() as c:
-                for statement in MIGRATIONS[i].split(";"):
+                version = c.execute("PRAGMA user_version").fetchone()[0]
+                if version > len(MIGRATIONS):
+                    raise StoreError(
+                        f"{self.path} has schema version {version}, newer than this klineage ({len(MIGRATIONS)}): upgrade klineage"
+                    )
+                if version == len(MIGRATIONS):
+                    return
+                for statement in MIGRATIONS[version].split(";"):
                     if statement.strip():
                         c.execute(statement)
-                c.execute(f"PRAGMA user_version = {i + 1}")
+                c.execute(f"PRAGMA user_version = {version + 1}")
 
     # lineages -------------------------------------------------------------------------------
 
