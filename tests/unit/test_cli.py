@@ -247,3 +247,13 @@ def test_runs_show_json(tmp_path: Path) -> None:
         "exp2_log2e at softmax_kernel:21",
         "num_warps at softmax_kernel:30",
     ]
+
+
+def test_bench_with_an_unreachable_llm_fails_before_any_run(tmp_path: Path) -> None:
+    from tests.chat_server import free_port
+
+    out = tmp_path / "run"
+    code, text = invoke("bench", "--problems", "gemv", "--llm", f"openai-compatible:http://127.0.0.1:{free_port()}/v1:m",
+                        "--out", out, "--db", tmp_path / "k.db")  # fmt: skip
+    assert code == 2 and "cannot reach" in text and "no work was started" in text, text
+    assert not (out / "bench.json").exists()

@@ -95,6 +95,10 @@ def bench(
         config = config.model_copy(update={"warmup_ms": 10.0, "rep_ms": 40.0})
     names = [p for p in policies.split(",") if p]
     try:
+        if llm:  # a missing key or an unreachable server fails here, before any run
+            from klineage.llm import connect
+
+            connect(llm)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,

@@ -121,26 +121,15 @@ def distill(
         update={"timeout_s": timeout, "profile_compile": False, "allow_suspicious": True}
     )
     try:
-        from klineage.llm import get_backend
+        from klineage.llm import connect
 
-        backend = get_backend(llm) if llm else None
-        if backend is not None and hasattr(backend, "probe"):
-            backend.probe()
+        backend = connect(llm) if llm else None
         store = _open_store(db)
         names = [n for n in passes.split(",") if n] or None
+        walk = dict(store=store, device=device, policy=policy, max_steps=max_steps, regimes=regime, config=config,
+                    pass_names=names, llm=backend)  # fmt: skip
         if as_json:
-            lid = run_distill(
-                problem,
-                expert,
-                store=store,
-                device=device,
-                policy=policy,
-                max_steps=max_steps,
-                regimes=regime,
-                config=config,
-                pass_names=names,
-                llm=backend,
-            )
+            lid = run_distill(problem, expert, **walk)
         else:
             from rich.progress import (
                 BarColumn,
@@ -194,19 +183,7 @@ def distill(
                             f"resuming lineage {data['id']} at step {data['step']}"
                         )
 
-                lid = run_distill(
-                    problem,
-                    expert,
-                    store=store,
-                    device=device,
-                    policy=policy,
-                    max_steps=max_steps,
-                    regimes=regime,
-                    config=config,
-                    pass_names=names,
-                    on_event=on_event,
-                    llm=backend,
-                )
+                lid = run_distill(problem, expert, on_event=on_event, **walk)
         view = load_view(store, lid)
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")

@@ -121,15 +121,13 @@ def optimize(
 
       klineage optimize src/klineage/kernels/softmax/problem.py src/klineage/kernels/softmax/naive.py --out fast.py
     """  # fmt: skip
-    from klineage.llm import get_backend
+    from klineage.llm import connect
     from klineage.optimize import OptimizeRefused, Settings
     from klineage.optimize import optimize as run_optimize
 
     config = GateConfig.from_env().model_copy(update={"timeout_s": timeout})
     try:
-        backend = get_backend(llm) if llm else None
-        if backend is not None and hasattr(backend, "probe"):
-            backend.probe()
+        backend = connect(llm) if llm else None
         store, lib, label = _library(db, skills)
         if not as_json:
             console.print(f"{len(lib)} skills from {escape(label)}")

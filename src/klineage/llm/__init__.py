@@ -1,7 +1,7 @@
 """LLM backends as plugins: one registration hook, built-ins registered through it."""
 
 from klineage.llm.base import Completion, LLMBackend, LLMError, Message
-from klineage.llm.registry import backend_schemes, get_backend, register_backend
+from klineage.llm.registry import backend_schemes, connect, get_backend, register_backend
 
 __all__ = [
     "Completion",
@@ -9,6 +9,7 @@ __all__ = [
     "LLMError",
     "Message",
     "backend_schemes",
+    "connect",
     "get_backend",
     "register_backend",
 ]

@@ -39,3 +39,13 @@ def get_backend(spec: str) -> LLMBackend:
             f"--llm {spec}: unknown backend {scheme!r}; known: {', '.join(schemes)} (e.g. openai:gpt-4.1, openai-compatible:http://localhost:8000/v1:MODEL)"
         )
     return _BACKENDS[scheme](rest)
+
+
+def connect(spec: str) -> LLMBackend:
+    """The backend a spec names, checked before any work: a missing key (UsageError from the
+    factory) or an unreachable server (a backend's `probe`, when it has one) fails here."""
+    backend = get_backend(spec)
+    probe = getattr(backend, "probe", None)
+    if probe is not None:
+        probe()
+    return backend
