@@ -77,6 +77,35 @@ def test_cpu_regimes_must_name_known_regimes(tmp_path: Path) -> None:
         load_problem(write(tmp_path, "p3.py", PROBLEM.replace('("a",)', '("zz",)')))
 
 
+def test_problem_tolerances_replace_the_gate_default_for_their_dtype(tmp_path: Path) -> None:
+    from klineage.gate.request import GateRequest
+    from klineage.gate.worker import Checker
+
+    path = write(tmp_path, "tol.py", PROBLEM + '\nTOLERANCES = {"bfloat16": 2e-2}\n')
+    problem = load_problem(path)
+    assert problem.tolerances == {"bfloat16": 0.02}
+    checker = Checker(GateRequest(problem=str(path), candidate="c.py"), problem, None, None)  # type: ignore[arg-type]
+    assert checker.tolerance("bfloat16") == 0.02
+    assert checker.tolerance("float32") == 1e-4  # undeclared: the gate's default
+    assert load_problem(write(tmp_path, "plain.py", PROBLEM)).tolerances == {}
+
+
+@pytest.mark.parametrize(
+    "decl, shown",
+    [
+        ('{"bfloat16": 0.2}', "TOLERANCES['bfloat16'] = 0.2"),  # over the 5e-2 ceiling
+        ('{"bfloat16": 0}', "TOLERANCES['bfloat16'] = 0"),
+        ('{"bf16": 0.02}', "TOLERANCES['bf16'] = 0.02"),  # not a dtype name
+        ('{"float16": "1e-2"}', "TOLERANCES['float16'] = '1e-2'"),
+        ("0.02", "TOLERANCES is float"),
+    ],
+)
+def test_bad_problem_tolerances_are_named(tmp_path: Path, decl: str, shown: str) -> None:
+    with pytest.raises(LoadError) as e:
+        load_problem(write(tmp_path, "badtol.py", PROBLEM + f"\nTOLERANCES = {decl}\n"))
+    assert shown in str(e.value) and "(0, 0.05]" in str(e.value)
+
+
 def test_set_override_of_missing_global_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="--set nope: no module global"):
         load_problem(write(tmp_path, "p4.py", PROBLEM), {"nope": 1})

@@ -124,7 +124,8 @@ class Checker:
         self.guard_violation: str | None = None
 
     def tolerance(self, dtype: str) -> float:
-        return self.cfg.tolerance_for(dtype)
+        declared = self.problem.tolerances.get(dtype)  # the problem's own TOLERANCES
+        return declared if declared is not None else self.cfg.tolerance_for(dtype)
 
     def reference_data(self, regime: str, models: RegimeModels) -> list[tuple[list[Any], Any]]:
         import torch

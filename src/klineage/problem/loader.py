@@ -146,6 +146,9 @@ class Problem:
     model_cls: type
     regimes: dict[str, Regime]
     cpu_regimes: tuple[str, ...]
+    # TOLERANCES in the problem file: dtype name -> tolerance replacing the gate's default for
+    # that dtype (a reference that rounds an intermediate to bf16, say), at most MAX_TOLERANCE.
+    tolerances: dict[str, float] = field(default_factory=dict)
 
     def select_regimes(self, requested: list[str] | None, device: str) -> list[str]:
         """The regimes to run: those asked for, else the device's default set."""
@@ -320,7 +323,35 @@ def load_problem(path: Path, global_overrides: dict[str, Any] | None = None) -> 
             f"CPU_REGIMES names unknown regimes: {', '.join(unknown)}",
             expected=f"names from REGIMES: {', '.join(regimes)}",
         )
-    return Problem(path=path, module=module, model_cls=model_cls, regimes=regimes, cpu_regimes=cpu)
+    return Problem(
+        path=path,
+        module=module,
+        model_cls=model_cls,
+        regimes=regimes,
+        cpu_regimes=cpu,
+        tolerances=_tolerances(path, module),
+    )
+
+
+def _tolerances(path: Path, module: ModuleType) -> dict[str, float]:
+    from klineage.config import DEFAULT_TOLERANCES, MAX_TOLERANCE
+
+    raw = getattr(module, "TOLERANCES", None)
+    if raw is None:
+        return {}
+    expected = (
+        f"TOLERANCES = {{dtype name: tolerance}} with names from {', '.join(DEFAULT_TOLERANCES)} "
+        f"and each tolerance in (0, {MAX_TOLERANCE:g}]"
+    )
+    if not isinstance(raw, dict):
+        raise LoadError(str(path), f"TOLERANCES is {type(raw).__name__}", expected=expected)
+    out: dict[str, float] = {}
+    for dtype, tol in raw.items():
+        ok_value = isinstance(tol, int | float) and not isinstance(tol, bool)
+        if dtype not in DEFAULT_TOLERANCES or not ok_value or not 0 < float(tol) <= MAX_TOLERANCE:
+            raise LoadError(str(path), f"TOLERANCES[{dtype!r}] = {tol!r}", expected=expected)
+        out[str(dtype)] = float(tol)
+    return out
 
 
 @dataclass

@@ -35,6 +35,11 @@ REGIMES = {
     "residual_heavy_k256": dict(M=16384, N=4096, K=256, dtype=torch.bfloat16),
 }
 CPU_REGIMES = ("cpu_ragged_fp16", "cpu_aligned_fp16", "cpu_fp32")
+# The reference rounds x @ w.T + bias to bf16 before adding the residual; a kernel that adds in
+# fp32 rounds once. Where |x @ w.T + bias| ~ 3 and the residual cancels it, that differs by one
+# ulp of the larger value (0.0156 at |y| ~ 0.27: 5 of 67M elements on the H200), so bf16 is
+# checked at 2e-2, still inside the field's 5e-2 ceiling.
+TOLERANCES = {"bfloat16": 2e-2}
 
 
 def get_inputs(M=M, N=N, K=K, dtype=torch.bfloat16):

@@ -34,6 +34,11 @@ REGIMES = {
     "decode_m64": dict(M=64, N=14336, K=8192, dtype=torch.bfloat16),
 }
 CPU_REGIMES = ("cpu_ragged_fp16", "cpu_aligned_fp16", "cpu_short_k_fp16")
+# The reference rounds x @ w to bf16, then again after + b, before the GELU; a kernel that keeps
+# fp32 through the epilogue rounds once. On the H200 that differed by 2 bf16 ulps at |y| ~ 2 on
+# 8 of 58M elements (0.031 > 0.01 + 0.01 * 2.02), so bf16 is checked at 2e-2, still inside
+# the field's 5e-2 ceiling.
+TOLERANCES = {"bfloat16": 2e-2}
 
 
 def get_inputs(M=M, N=N, K=K, dtype=torch.bfloat16):
