@@ -98,8 +98,25 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def best_after(curve: list[list[float]] | list[tuple[int, float]], n: int) -> float:
+    """The best speedup after n candidate gate calls (curve point 0 is the start's gate)."""
+    return max([1.0] + [float(s) for c, s in curve if 0 < c <= n])
+
+
+def anytime(rows: list[dict[str, Any]], n_max: int) -> list[float]:
+    """Geomean over rows of the best speedup after n = 1..n_max candidate gate calls (a failed
+    run counts 1.0x): how fast a policy gains, which a final speedup hides once every policy
+    has tried everything that applies."""
+    return [
+        geomean([best_after(r.get("curve") or [], n) for r in rows]) or 1.0
+        for n in range(1, n_max + 1)
+    ]
+
+
 def summarize(rows: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
+    # One horizon for every policy: the longest run's candidate calls.
+    n_max = max((int(c) for r in rows for c, _ in r.get("curve") or []), default=0)
     for p in policies:
         mine = [r for r in rows if r["policy"] == p]
         if not mine:
@@ -116,6 +133,10 @@ def summarize(rows: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]
             "mean_calls_to_95": sum(c95) / len(c95) if c95 else None,
             "improved": sum(1 for r in mine if (r.get("speedup") or 1.0) >= 1.03),
         }  # fmt: skip
+        if n_max:
+            curve = anytime(mine, n_max)
+            out[p]["anytime"] = curve
+            out[p]["anytime_mean"] = sum(curve) / len(curve)
     return out
 
 

@@ -143,13 +143,15 @@ def bench(
         "vs compile",
         "of expert",
         "calls to 95%",
+        "anytime",
     ):
         table.add_column(col)
     f = lambda x, fmt: fmt.format(x) if x is not None else "–"  # noqa: E731
     for p, v in result["summary"].items():
         table.add_row(p, str(v["problems"]), f"{v['success_rate']:.0%}", str(v["improved"]), f(v["geomean_speedup"], "{:.2f}x"),
                       f(v["geomean_vs_eager"], "{:.2f}x"), f(v["geomean_vs_compile"], "{:.2f}x"),
-                      f(v["geomean_fraction_of_expert"], "{:.0%}"), f(v["mean_calls_to_95"], "{:.1f}"))  # fmt: skip
+                      f(v["geomean_fraction_of_expert"], "{:.0%}"), f(v["mean_calls_to_95"], "{:.1f}"),
+                      f(v.get("anytime_mean"), "{:.2f}x"))  # fmt: skip
     console.print(table)
     for note in result.get("notes", [])[:3]:
         console.print(f"[yellow]note:[/] {escape(note)}")
