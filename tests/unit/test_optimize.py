@@ -61,6 +61,29 @@ def test_mechanical_applies_at_every_site_once() -> None:
     assert "not registered" in mechanical(NAIVE_MM, "nope").reason
 
 
+def test_mechanical_puts_a_heuristic_flag_after_the_targets_positional_arguments() -> None:
+    # On the H200 the expert's flag position (16th parameter) was carried into held-out kernels
+    # launched positionally: Triton then bound `seq` to the wrong slot (KeyError: 'seq').
+    import ast
+
+    naive = (KERNELS.parent / "heldout" / "attention_scaled_custom" / "naive.py").read_text()
+    expert = {"kind": "heuristic", "flag": "EVEN_K", "param_index": 16, "negated": False,
+              "heuristic": 'lambda args: args["K"] % args["BLOCK_SIZE_K"] == 0'}  # fmt: skip
+    m = mechanical(naive, "mask_free_even_path", expert)
+    assert m.source is not None, m.reason
+    kernel = next(
+        f for f in ast.parse(m.source).body if isinstance(f, ast.FunctionDef) and f.decorator_list
+    )
+    names = [a.arg for a in kernel.args.args]
+    before = [
+        a.arg
+        for a in next(f for f in ast.parse(naive).body if isinstance(f, ast.FunctionDef)).args.args
+    ]
+    added = names[len(before) :]
+    assert names[: len(before)] == before  # the target's own parameters keep their slots
+    assert added and all(n.startswith("EVEN_") for n in added)
+
+
 def _gate_result(ok: bool, ms: dict[str, float]) -> GateResult:
     stages = [
         StageResult(stage=s, status=Status.PASSED)

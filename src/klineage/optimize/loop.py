@@ -47,7 +47,9 @@ EventCallback = Callable[[str, dict[str, Any]], None]
 # writes changes, so a stored run of the older code is not replayed as if it were this one's.
 # 2: expert site parameters no longer bind the target; klineage explores with budget left;
 #    thresholds are not extrapolated.
-OPTIMIZE_VERSION = 2
+# 3: mask_free_even_path: the expert's flag position is not carried over, and masks over
+#    another block of the same dimension get their own flag (both seen failing on the H200).
+OPTIMIZE_VERSION = 3
 
 
 class OptimizeRefused(KLineageError):

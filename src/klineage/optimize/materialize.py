@@ -39,6 +39,10 @@ SITE_KEYS = {
     "keyword",
     "index",
     "line",
+    # Where the expert's signature had its heuristic flag: in a target launched with positional
+    # arguments a flag there shifts them (Triton binds heuristics' args by position), so the
+    # pass's default, the end of the signature, is the only safe place.
+    "param_index",
 }
 # A value that means something only with its name (a block size is the size of one constexpr).
 _TIED = {"value": "name"}

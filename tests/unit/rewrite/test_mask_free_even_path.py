@@ -234,3 +234,32 @@ def _row(x, y, n, BLOCK: tl.constexpr):
         "    if EVEN_N:\n        v = tl.load(x + i)\n        tl.store(y + i, v)\n    else:\n"
         "        v = tl.load(x + i, mask=i < n, other=0.0)\n        tl.store(y + i, v, mask=i < n)\n",
     )
+
+
+def test_masks_over_other_blocks_of_one_dimension_get_their_own_flag() -> None:
+    # On the H200 one EVEN_SEQLEN (seqlen % BLOCK_KV) also guarded the BLOCK_Q-tiled query load
+    # and output store: with BLOCK_Q not dividing seqlen the store ran past the output.
+    from klineage.optimize.materialize import mechanical
+
+    two = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def _two(x, y, n, BQ: tl.constexpr, BK: tl.constexpr):
+    q = tl.program_id(0) * BQ + tl.arange(0, BQ)
+    a = tl.load(x + q, mask=q < n, other=0.0)
+    acc = tl.zeros((BQ,), dtype=tl.float32)
+    for k0 in range(0, n, BK):
+        kk = k0 + tl.arange(0, BK)
+        b = tl.load(x + kk, mask=kk < n, other=0.0)
+        acc += tl.sum(b, 0)
+    tl.store(y + q, a + acc, mask=q < n)
+"""
+    m = mechanical(two, "mask_free_even_path")
+    assert m.source is not None and m.sites == 3, m.reason
+    assert '"EVEN_N": lambda args: args["n"] % args["BK"] == 0' in m.source
+    assert '"EVEN_N_BQ": lambda args: args["n"] % args["BQ"] == 0' in m.source
+    assert "        if EVEN_N:\n            b = tl.load(x + kk)\n" in m.source
+    assert "    if EVEN_N_BQ:\n        a = tl.load(x + q)\n" in m.source
+    assert "    if EVEN_N_BQ:\n        tl.store(y + q, a + acc)\n" in m.source

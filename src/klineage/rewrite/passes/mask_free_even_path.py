@@ -126,6 +126,11 @@ def _flags(fn: cst.FunctionDef) -> dict[str, str]:
     }
 
 
+def _keys(heuristic: str) -> set[str]:
+    """The argument names a heuristic lambda reads (args["K"], args['BLOCK_K'])."""
+    return set(heuristic.replace("'", '"').split('"')[1::2])
+
+
 def _params(fn: cst.FunctionDef) -> dict[str, bool]:
     """Parameter name -> annotated tl.constexpr."""
     ann = {p.name.value: p.annotation for p in fn.params.params}
@@ -480,11 +485,17 @@ class MaskFreeEvenPath(RewritePass):
                 if set(_names(cst.parse_expression(test))) != {dim, blk}:
                     test = f"{dim} % {blk} == 0"
             else:
-                keys = set(str(p.get("heuristic", "")).replace("'", '"').split('"')[1::2])
-                if keys != {dim, blk}:
+                if _keys(str(p.get("heuristic", ""))) != {dim, blk}:
                     p["heuristic"] = f'lambda args: args["{dim}"] % args["{blk}"] == 0'
                     p["flag"] = f"EVEN_{dim.upper()}"
                 flag = test = str(p.get("flag") or f"EVEN_{dim.upper()}")
+                # A flag of that name testing another block (seqlen % BLOCK_KV for the K loop,
+                # where these masks are over BLOCK_Q tiles) would drop masks still needed.
+                other = _flags(fn).get(flag)
+                if other is not None and _keys(other) != {dim, blk}:
+                    flag = test = f"EVEN_{dim.upper()}_{blk.upper()}"
+                    p["heuristic"] = f'lambda args: args["{dim}"] % args["{blk}"] == 0'
+
             stmts = list(block.body)[a : b + 1]
             helpers = {k for k, s in enumerate(stmts) if _helper(s, fn, stmts[k + 1 :])}
             rw = _Rewrite(
