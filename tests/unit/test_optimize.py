@@ -187,14 +187,53 @@ def test_keeps_only_correct_and_faster_by_the_margin(
         ("pass:none", False, False, False),  # did not apply: no gate call spent
         ("pass:fast", True, True, True),
         ("pass:fast_again", True, True, True),  # stacks on the new best: 1.5x again
+        ("pass:tiny", True, True, False),  # budget left: again on the changed best, still 1.01x
     ]
+    assert trials[-1].label == "tiny [again, on the new best kernel]"
     assert (
-        s["gate_calls"] == 4
+        s["gate_calls"] == 5
         and s["measured"]
         and s["regimes"]["big"]["speedup"] == pytest.approx(2.25)
     )
     assert "small" not in s["regimes"]  # CPU regimes are checked, not timed
-    assert s["curve"][-1] == [4, pytest.approx(2.25)] or s["curve"][-1] == (4, pytest.approx(2.25))
+    assert list(s["curve"][-1]) == [5, pytest.approx(2.25)]
+
+
+def test_a_proposal_that_did_not_pay_is_tried_again_once_the_kernel_changed(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "late" pays (1.2x) only once "fast" is in the kernel, as exp2 did after a tile change.
+    real_gate = loop_mod.Optimizer.gate
+
+    def gate(self: Any, source: str, config: Any) -> GateResult:
+        if "# late" in source and "# speed: 1.5" in source:
+            source += "# speed: 1.2\n"
+        return real_gate(self, source, config)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(loop_mod.Optimizer, "gate", gate)
+    real_mech = loop_mod.mechanical
+
+    def mech(source: str, name: str, params: Any = None) -> Any:
+        from klineage.optimize.materialize import Materialized
+
+        return (
+            Materialized(source + "# late\n", "added late", 1)
+            if name == "late"
+            else real_mech(source, name, params)
+        )
+
+    monkeypatch.setattr(loop_mod, "mechanical", mech)
+    s = _run(fake, monkeypatch, ["late", "fast", "bad"], settings=Settings(budget=10))
+    verdicts = [(t.proposal, t.accepted, t.kept) for t in fake["store"].trials(s["run_id"])]
+    assert verdicts == [("pass:late", True, False), ("pass:fast", True, True), ("pass:bad", False, False),
+                        ("pass:late", True, True)]  # fmt: skip
+    assert s["regimes"]["big"]["speedup"] == pytest.approx(1.8) and s["gate_calls"] == 4
+    # Kept, so never again; "bad" failed the gate, so it is not retried either.
+    assert "no proposal left" in s["stop_reason"]
+    # The stored trajectory replays without a gate call.
+    n = len(fake["calls"])
+    again = _run(fake, monkeypatch, ["late", "fast", "bad"], settings=Settings(budget=10))
+    assert again["speedup"] == s["speedup"] and len(fake["calls"]) == n
 
 
 def test_the_budget_stops_the_loop_and_a_larger_budget_resumes(

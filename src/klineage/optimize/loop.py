@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,8 @@ EventCallback = Callable[[str, dict[str, Any]], None]
 # 2: expert site parameters no longer bind the target; klineage explores with budget left;
 #    thresholds are not extrapolated.
 # 3: mask_free_even_path: the expert's flag position is not carried over, and masks over
-#    another block of the same dimension get their own flag (both seen failing on the H200).
+#    another block of the same dimension get their own flag (both seen failing on the H200);
+#    with budget left, correct-but-not-faster proposals are tried again on a changed best.
 OPTIMIZE_VERSION = 3
 
 
@@ -77,6 +78,8 @@ class State:
     feedback: str = ""
     seen: dict[str, int] = field(default_factory=dict)  # candidate sha -> trial seq
     curve: list[tuple[int, float]] = field(default_factory=list)  # (gate calls, speedup vs start)
+    # Correct-but-not-faster mechanical proposals, with the best kernel they were last tried on.
+    retry: list[tuple[Proposal, str]] = field(default_factory=list)
 
 
 def _module_value(problem_src: str, name: str) -> ast.expr | None:
@@ -243,12 +246,31 @@ class Optimizer:
             try:
                 prop = next(proposals)
             except StopIteration:
-                return (
-                    "no proposal left (every retrieved skill tried)"
-                    if self.policy.knowledge != "none"
-                    else "no proposal left"
-                )
+                retry = self._retry(st)
+                if retry is None:
+                    return (
+                        "no proposal left (every retrieved skill tried)"
+                        if self.policy.knowledge != "none"
+                        else "no proposal left"
+                    )
+                prop = retry
             self._try(prop, st, prior, ctx)
+
+    def _retry(self, st: State) -> Proposal | None:
+        """With budget left after the policy's last proposal: a mechanical proposal that was
+        correct but not faster, again on a best kernel that has changed since (on the H200,
+        exp2 gave 1.02x on a naive attention kernel and 1.2x once its tiles were doubled).
+        Each at most once per best kernel, in the order first tried; GPU only (on the CPU the
+        verdict is the skill's prediction, which the kernel does not change)."""
+        if self.device != "cuda":
+            return None
+        best = sha(st.best_source)
+        for i, (prop, base) in enumerate(st.retry):
+            if base != best:
+                st.retry[i] = (prop, best)
+                label = prop.label.split(" [")[0] + " [again, on the new best kernel]"
+                return replace(prop, label=label)
+        return None
 
     def _try(self, prop: Proposal, st: State, prior: dict[int, TrialRow], ctx: Context) -> None:
         if prop.materializer == "llm" and self.llm is None:
@@ -257,10 +279,16 @@ class Optimizer:
             )
             return
         if prop.materializer == "mechanical":
+            base_sha = sha(st.best_source)
             m = self._replayed(st, prior, prop, "mechanical") or mechanical(
                 st.best_source, prop.pass_name or "", prop.params
             )
-            self._record(st, prior, prop, "mechanical", m)
+            t = self._record(st, prior, prop, "mechanical", m)
+            known = [i for i, (q, _) in enumerate(st.retry) if q.key == prop.key]
+            if t is not None and t.kept and known:  # in the kernel now: never again
+                del st.retry[known[0]]
+            elif t is not None and t.accepted and not t.kept and not known:
+                st.retry.append((prop, base_sha))
             # The rewrite did not fit this code (its sites need what the expert had): with an
             # LLM, a skill (not a bare pass) is written by the LLM instead.
             if m.source is not None or self.llm is None or prop.skill is None:
