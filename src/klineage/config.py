@@ -70,6 +70,8 @@ class GateConfig(BaseModel):
     # Timing: warm-up and repetition budgets in milliseconds, as triton.testing.do_bench takes.
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
+    # Busy time on the GPU right before the profile stage (gate/profile.py: spin_up_gpu).
+    spin_up_ms: float = Field(default=300.0, ge=0)
     profile_compile: bool = True
     cache: bool = True
 

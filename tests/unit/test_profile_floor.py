@@ -37,3 +37,14 @@ def test_flop_count_decides_when_it_is_the_larger_term() -> None:
     problem = SimpleNamespace(module=SimpleNamespace(flop_count=lambda x: 1e12))
     ms, kind = floor_ms(problem, [a], a, req())
     assert kind == "flops" and abs(ms - 1e12 / 1e14 * 1e3) < 1e-9
+
+
+def test_spin_up_keeps_the_device_busy_for_the_time_asked() -> None:
+    import time
+
+    from klineage.gate.profile import spin_up_gpu
+
+    t0 = time.perf_counter()
+    runs = spin_up_gpu(60.0, device="cpu")  # the same loop, on CPU tensors
+    assert (time.perf_counter() - t0) * 1e3 >= 60.0 and runs >= 4
+    assert spin_up_gpu(0.0, device="cpu") == 0

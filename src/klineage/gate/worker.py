@@ -20,7 +20,7 @@ from klineage.gate.records import RegimeOutcome, Stage, StageResult, Status
 from klineage.gate.request import EventWriter, GateRequest, failed, passed
 
 CPU_TIMING = "not measured (CPU, Triton interpreter)"
-GPU_TIMING = "triton.testing.do_bench median, L2 flushed between runs"
+GPU_TIMING = "triton.testing.do_bench median, L2 flushed between runs, after a GPU spin-up"
 
 
 def trial_seed(base: int, regime: str, trial: int) -> int:
