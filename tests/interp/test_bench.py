@@ -38,9 +38,14 @@ def test_bench_local_pool(tmp_path: Path) -> None:
     policies = ["klineage", "random", "adaexplore"]
     out = tmp_path / "run"
     result = run_bench("heldout", policies=policies, budget=2, device="cpu", out=out, db=tmp_path / "k.db",
-                       problems=["log_softmax_rows"], config=GateConfig(cache=False))  # fmt: skip
+                       problems=["log_softmax_rows"], config=GateConfig(cache=False), seeds=2)  # fmt: skip
     _check(result, out, policies)
     assert (out / "memory-corpus.json").exists() and (out / "skills.json").exists()
+    # Seeds: the seed-dependent policies ran twice (two stored runs), klineage once.
+    seeds = {p: sorted(r["seed"] for r in result["rows"] if r["policy"] == p) for p in policies}
+    assert seeds == {"klineage": [0], "random": [0, 1], "adaexplore": [0, 1]}
+    assert len({r["run_id"] for r in result["rows"]}) == 5
+    assert result["summary"]["random"]["runs"] == 2 and result["summary"]["random"]["problems"] == 1
 
 
 def test_bench_on_a_local_ray_instance(tmp_path: Path) -> None:

@@ -22,14 +22,12 @@ import difflib
 import hashlib
 import json
 import math
-import random
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from klineage.optimize.policies import Context, Proposal, register_policy
-from klineage.rewrite import all_passes
+from klineage.optimize.policies import Context, Proposal, register_policy, shuffled_passes
 from klineage.store import Store
 
 
@@ -125,12 +123,6 @@ def _memory(ctx: Context) -> Memory:
     return m if isinstance(m, Memory) else Memory()
 
 
-def _shuffled_passes(ctx: Context) -> list[str]:
-    names = sorted(all_passes())
-    random.Random(ctx.seed).shuffle(names)
-    return names
-
-
 def _llm_refinements(tag: str, what: str, notes: str) -> Iterator[Proposal]:
     """Free LLM refinements with the memory in the prompt, until the budget stops the loop."""
     i = 0
@@ -154,7 +146,7 @@ class AdaExploreStyle:
         rules = "\n".join(f"- {r.text}" for r in mem.active_rules())
         if ctx.llm:
             yield from _llm_refinements("adaexplore", "failure rules", rules)
-        for n in _shuffled_passes(ctx):
+        for n in shuffled_passes(ctx):
             if n not in banned:
                 yield Proposal(key=f"pass:{n}", label=n, materializer="mechanical", pass_name=n)
 
@@ -174,7 +166,7 @@ class AccelOptStyle:
                 )
             yield from _llm_refinements("accelopt", "slow->fast memory", notes)
         # Remembered gains first; the rest in the seeded random order (the sort is stable).
-        ranked = sorted(_shuffled_passes(ctx), key=lambda n: -(mem.gain(n) or 0.0))
+        ranked = sorted(shuffled_passes(ctx), key=lambda n: -(mem.gain(n) or 0.0))
         for n in ranked:
             g = mem.gain(n)
             yield Proposal(

@@ -33,6 +33,9 @@ from klineage.skills.library import load_library
 SCHEMA = 1
 DEFAULT_POLICIES = ("klineage", "what-only", "random", "adaexplore", "accelopt")
 SKILL_POLICIES = ("klineage", "what-only")
+# Policies whose proposal order depends on the seed (a shuffled pass order, or the order of what
+# a memory does not rank): with --seeds N each runs N times; the others run once.
+SEEDED_POLICIES = ("random", "adaexplore", "accelopt")
 MEMORY_POLICIES = ("adaexplore", "accelopt")
 
 
@@ -60,7 +63,12 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from klineage.optimize import Settings, optimize
     from klineage.store import open_store
 
-    row: dict[str, Any] = {"problem": job["name"], "policy": job["policy"], "error": None}
+    row: dict[str, Any] = {
+        "problem": job["name"],
+        "policy": job["policy"],
+        "seed": job["seed"],
+        "error": None,
+    }
     try:
         store = open_store(Path(job["db"]))
         skills = read_json(Path(job["skills"])) if job.get("skills") else []
@@ -122,8 +130,13 @@ def summarize(rows: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]
         if not mine:
             continue
         c95 = [int(r["calls_to_95"]) for r in mine if r.get("calls_to_95") is not None]
+        # Several seeds of one problem: the problem's result is the geomean over its seeds.
+        per_problem: dict[str, list[float]] = {}
+        for r in mine:
+            per_problem.setdefault(str(r["problem"]), []).append(r.get("speedup") or 1.0)
         out[p] = {
-            "problems": len(mine),
+            "problems": len(per_problem),
+            "runs": len(mine),
             "success_rate": sum(bool(r.get("success")) for r in mine) / len(mine),
             # A failed run counts as no gain (1.0x), not as missing: failing is not free.
             "geomean_speedup": geomean([r.get("speedup") or 1.0 for r in mine]) if any(r.get("speedup") for r in mine) else None,
@@ -131,7 +144,7 @@ def summarize(rows: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]
             "geomean_vs_compile": geomean([r.get("vs_compile") for r in mine]),
             "geomean_fraction_of_expert": geomean([r.get("fraction_of_expert") for r in mine]),
             "mean_calls_to_95": sum(c95) / len(c95) if c95 else None,
-            "improved": sum(1 for r in mine if (r.get("speedup") or 1.0) >= 1.03),
+            "improved": sum(1 for v in per_problem.values() if (geomean(list(v)) or 1.0) >= 1.03),
         }  # fmt: skip
         if n_max:
             curve = anytime(mine, n_max)
@@ -149,7 +162,7 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 def run_bench(
     suite: str, *, policies: list[str], budget: int, device: str, out: Path, db: Path, executor: str = "local",
     address: str | None = None, workers: int | None = None, per_gpu: int = 1, problems: list[str] | None = None, regimes: list[str] | None = None,
-    config: GateConfig | None = None, llm: str | None = None, seed: int = 0, skills_file: Path | None = None,
+    config: GateConfig | None = None, llm: str | None = None, seed: int = 0, seeds: int = 1, skills_file: Path | None = None,
     rollouts_db: Path | None = None, on_row: Callable[[dict[str, Any], int, int], None] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     from klineage.optimize.policies import policy_names
@@ -160,6 +173,8 @@ def run_bench(
         raise UsageError(f"--policies: unknown {', '.join(bad)}; known: {', '.join(known)}")
     if budget < 1:
         raise UsageError("--budget must be at least 1 gate call")
+    if seeds < 1:
+        raise UsageError("--seeds must be at least 1")
     probs = suite_problems(suite, problems)
     out.mkdir(parents=True, exist_ok=True)
     config = config or GateConfig()
@@ -198,13 +213,14 @@ def run_bench(
                 )
         rstore.close()
     jobs = [
-        _job(bp, p, budget, device, db, regimes or [], config, llm, seed, skill_paths, memory_paths)
+        _job(bp, p, budget, device, db, regimes or [], config, llm, sd, skill_paths, memory_paths)
         for bp in probs
         for p in policies
+        for sd in (range(seed, seed + seeds) if p in SEEDED_POLICIES else [seed])
     ]
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     result: dict[str, Any] = {
-        "schema": SCHEMA, "id": f"{suite}-{device}-budget{budget}-{created[:16].replace(':', '')}", "suite": suite, "device": device, "budget": budget, "policies": policies,
+        "schema": SCHEMA, "id": f"{suite}-{device}-budget{budget}-{created[:16].replace(':', '')}", "suite": suite, "device": device, "budget": budget, "policies": policies, "seeds": seeds,
         "executor": executor, "environment": {}, "created": created,
         "rows": [], "summary": {}, "skills": [], "notes": sorted(set(notes)),
     }  # fmt: skip
@@ -223,7 +239,9 @@ def run_bench(
             rows.append(row)
             if row.get("environment") and not result["environment"]:
                 result["environment"] = row["environment"]
-            result["rows"] = sorted(rows, key=lambda r: (r["problem"], policies.index(r["policy"])))
+            result["rows"] = sorted(
+                rows, key=lambda r: (r["problem"], policies.index(r["policy"]), r["seed"])
+            )
             result["summary"] = summarize(rows, policies)
             _write(bench_json, result)
             if on_row:

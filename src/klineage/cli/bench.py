@@ -26,6 +26,12 @@ def bench(
         ),
     ] = "klineage,what-only,random,adaexplore,accelopt",
     budget: Annotated[int, typer.Option(help="Gate calls per (problem, policy) run.")] = 10,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            help="Runs of each seed-dependent policy (random, adaexplore, accelopt) with seeds 0..N-1; one fixed order is one draw, not random search. Summaries take the geomean over seeds per problem."
+        ),
+    ] = 1,
     device: Annotated[
         str, typer.Option(help="cpu (correctness; gains predicted) or cuda (measured).")
     ] = "cpu",
@@ -125,7 +131,7 @@ def bench(
 
             result = run_bench(suite, policies=names, budget=budget, device=device, out=out, db=db or default_db_path(), executor=executor,
                                address=address, workers=workers, per_gpu=per_gpu, problems=[p for p in problems.split(",") if p] or None,
-                               regimes=regime, config=config, llm=llm, rollouts_db=rollouts, on_row=on_row)  # fmt: skip
+                               regimes=regime, config=config, llm=llm, seeds=seeds, rollouts_db=rollouts, on_row=on_row)  # fmt: skip
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None

@@ -49,7 +49,8 @@ EventCallback = Callable[[str, dict[str, Any]], None]
 #    thresholds are not extrapolated.
 # 3: mask_free_even_path: the expert's flag position is not carried over, and masks over
 #    another block of the same dimension get their own flag (both seen failing on the H200);
-#    with budget left, correct-but-not-faster proposals are tried again on a changed best.
+#    with budget left, correct-but-not-faster proposals are tried again on a changed best;
+#    the random pass order is drawn per problem, not one order for every problem.
 OPTIMIZE_VERSION = 3
 
 

@@ -143,14 +143,22 @@ class WhatOnly:
         yield from _skill_proposals(ctx, ignore_conditions=True)
 
 
+def shuffled_passes(ctx: Context) -> list[str]:
+    """Every registered pass in an order drawn from the seed and the problem: one seed gives
+    each problem its own order, so a bench over many problems samples random search instead
+    of replaying one lucky (or unlucky) order everywhere. The problem is named by its folder
+    and file, so the order is the same on every machine."""
+    names = sorted(all_passes())
+    random.Random(f"{ctx.seed}:{ctx.problem.parent.name}/{ctx.problem.name}").shuffle(names)
+    return names
+
+
 @register_policy("random")
 class RandomPasses:
     name, knowledge = "random", "none"
 
     def proposals(self, ctx: Context) -> Iterator[Proposal]:
-        names = sorted(all_passes())
-        random.Random(ctx.seed).shuffle(names)
-        for n in names:
+        for n in shuffled_passes(ctx):
             yield Proposal(key=f"pass:{n}", label=n, materializer="mechanical", pass_name=n)
 
 

@@ -537,6 +537,11 @@ def _problem_table(bench: dict[str, Any]) -> str:
     out = ['<table id="problems-table" class="data"><thead><tr>']
     out += [f"<th>{_e(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
+    several = (_num(bench.get("seeds")) or 1) > 1
+
+    def seeded(r: dict[str, Any]) -> str:
+        return f" (seed {_e(r.get('seed'))})" if several and r.get("seed") is not None else ""
+
     for prob in _problems(bench):
         prs = sorted(
             (r for r in rows if str(r.get("problem")) == prob),
@@ -552,7 +557,7 @@ def _problem_table(bench: dict[str, Any]) -> str:
             if i == 0:
                 cells.append(f'<th scope="rowgroup" rowspan="{len(prs)}">{_e(prob)}</th>')
             cells += [
-                f"<td>{_e(r.get('policy'))}</td>",
+                f"<td>{_e(r.get('policy'))}{seeded(r)}</td>",
                 f'<td class="{"ok" if ok else "bad" if ok is not None else "na"}">{mark}</td>',
                 f"<td>{_e(r.get('label')) or DASH}</td>",
                 _td_times(r.get("speedup")),
