@@ -15,6 +15,18 @@ lineages and skill files, which is how the shipped file was made from the 2026-1
         --skills benchmarks/results/skills-h200-2026-11-30.json \
         --out src/klineage/data/skills-h200.json
 
+With --probe, every finished lineage of the databases first gets its forward probes (each
+step's optimization added back to the walk's simplest kernel and gated: the effect where
+optimize starts; lineage/probe.py), one process per lineage, writing into the databases:
+
+    python3 benchmarks/build_library.py --probe \
+        --db benchmarks/results/distill-gpu-2026-11-30-run2-g0.db \
+        --db benchmarks/results/distill-gpu-2026-11-30-run2-g1.db \
+        --skills benchmarks/results/skills-h200-2026-11-30.json
+
+(rmsnorm and softmax exist only as skills files from the first run: `--distill --probe`
+re-walks them too.)
+
 Skills are merged as the library merges them (same pass and anchor: one skill, more evidence).
 The unmerged skills (one per lineage step) are written beside it as *-steps.json: the
 leave-one-out libraries of `klineage bench --suite corpus` are merged from them without the
@@ -27,6 +39,7 @@ import argparse
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from _common import out_dir
@@ -38,6 +51,18 @@ from klineage.store import open_store
 HERE = Path(__file__).resolve().parent
 # Two GPU regimes per workload that differ in kind (short vs long rows, square vs skinny...).
 REGIMES = "llama,short_rows,large,tiny_rows_gpu,llama2,gemma_vocab,hidden_4096,square_4096,skinny_m16,causal_d64,short_d64"
+
+
+def _probe(job: tuple[Path, str]) -> str:
+    """One lineage's probes (a worker process: gate calls share the GPU through its lock)."""
+    from klineage.config import GateConfig
+    from klineage.lineage.probe import probe_lineage
+
+    db, lid = job
+    config = GateConfig(profile_compile=False, allow_suspicious=True, warmup_ms=10, rep_ms=40)
+    probes = probe_lineage(open_store(db), lid, config=config)
+    ok = sum(p.accepted for p in probes)
+    return f"{db.name} {lid}: {len(probes)} probes, {ok} correct on the simplest kernel"
 
 
 def main() -> None:
@@ -56,13 +81,25 @@ def main() -> None:
     ap.add_argument(
         "--out", type=Path, default=None, help="where to write (default $OUT/skills-h200.json)"
     )
+    ap.add_argument(
+        "--probe",
+        action="store_true",
+        help="gate the forward probes of every finished GPU lineage first (writes into --db)",
+    )
     args = ap.parse_args()
     dbs = list(args.db)
     if args.distill:
         out = out_dir()
         subprocess.run([sys.executable, str(HERE / "distill_corpus.py"), "--device", "cuda", "--regimes", REGIMES,
-                        "--policy", "first"], check=True, env={**__import__("os").environ, "OUT": str(out)})  # fmt: skip
+                        "--policy", "first", *(["--probe"] if args.probe else [])], check=True,
+                       env={**__import__("os").environ, "OUT": str(out)})  # fmt: skip
         dbs.append(out / "distill.db")
+    if args.probe:
+        jobs = [(db, lin.id) for db in dbs for lin in open_store(db).list_lineages()
+                if lin.status == "done" and lin.device == "cuda"]  # fmt: skip
+        with ProcessPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+            for line in pool.map(_probe, jobs):
+                print(line, flush=True)
     steps: list = []  # every step's skill before merging: leave-one-out libraries start here
     with tempfile.TemporaryDirectory() as tmp:
         library = open_store(Path(tmp) / "library.db")

@@ -40,6 +40,11 @@ def main() -> None:
     ap.add_argument("--policy", default="first")
     ap.add_argument("--max-steps", type=int, default=60)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument(
+        "--probe",
+        action="store_true",
+        help="after each walk, add every step back to the simplest kernel and gate it (lineage/probe.py)",
+    )
     args = ap.parse_args()
     out = out_dir()
     store = open_store(out / "distill.db")
@@ -81,6 +86,14 @@ def main() -> None:
             config=config,
             on_event=on_event,
         )
+        if args.probe and store.get_lineage(lid).status == "done":  # type: ignore[union-attr]
+            from klineage.lineage.probe import probe_lineage
+
+            for p in probe_lineage(store, lid, config=config):
+                print(
+                    f"{workload}: probe step {p.step} {p.pass_name}: {'ok' if p.accepted else p.message[:100]}",
+                    flush=True,
+                )
         view = load_view(store, lid).as_json()
         row = {
             "workload": workload,

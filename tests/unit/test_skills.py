@@ -245,3 +245,129 @@ def test_an_effect_on_a_regime_that_never_ran_the_changed_kernel_is_not_trusted(
     assert exercised("_looped", "llama", {}, {}) is None  # older gate results: unknown
     big = {"base_ms": 0.2, "new_ms": 0.09, "speedup": 2.24, "measured": True, "regime": "llama"}
     assert trusted(Effect(**big)) and not trusted(Effect(**big, exercised=False))
+
+
+def test_an_effect_measured_on_the_simplest_kernel_outranks_the_experts_context() -> None:
+    """num_warps scored 5.7x in the matmul lineage (the expert's 128x256 tiles still there) and
+    0.6-1.0x on naive kernels; a forward probe on the walk's simplest kernel says the latter."""
+    from klineage.skills import read_json
+    from klineage.skills.extract import _probe_effects
+    from klineage.skills.library import shipped_library_path
+    from klineage.skills.retrieve import retrieve
+    from tests.conftest import ROOT
+
+    def gate(ms: dict[str, float]) -> dict:
+        return {"stages": [
+            {"stage": "correctness", "regimes": [{"regime": r, "status": "passed", "dtype": "bfloat16", "kernels": ["_mm"]} for r in ms]},
+            {"stage": "profile", "numbers": {"regimes": {r: {"kernel_ms": v} for r, v in ms.items()}}},
+        ]}  # fmt: skip
+
+    warps = next(s for s in read_json(shipped_library_path()) if s.name == "num_warps")
+    mm = next(p for p in warps.provenance if "matmul" in p.problem)
+    simplest = gate({"square_4096": 1.00, "skinny_m16": 0.100})
+    probed = gate({"square_4096": 1.02, "skinny_m16": 0.098})
+    effects = _probe_effects(
+        probed, simplest, "_mm", {"gpu_name": "NVIDIA H200"}, mm.lineage_id, mm.step
+    )
+    assert [(e.regime, round(e.speedup or 0, 3), e.context, e.exercised) for e in effects] == [
+        ("square_4096", 0.98, "simplest", True), ("skinny_m16", 1.02, "simplest", True)]  # fmt: skip
+    d = ROOT / "src" / "klineage" / "heldout" / "matmul_bias_gelu"
+    target = {"mlp": {"row_length": 4096.0, "rows": 4096.0, "elements": 16777216.0}}
+    before = retrieve([warps], d / "problem.py", d / "naive.py", target=target)[0]
+    assert before.score > 5  # the expert's context: 5.7x
+    probed_skill = warps.model_copy(update={"effects": [*warps.effects, *effects]})
+    after = retrieve([probed_skill], d / "problem.py", d / "naive.py", target=target)[0]
+    assert after.score < 1.05 and not after.selected
+    assert any("added to the walk's simplest kernel" in r for r in after.reasons)
+    # what-only ignores conditions, and where a skill was measured is one of them.
+    what = retrieve(
+        [probed_skill], d / "problem.py", d / "naive.py", target=target, ignore_conditions=True
+    )[0]
+    assert what.score > 1.05
+
+
+def test_extract_turns_a_gpu_probe_into_simplest_context_effects(tmp_path: Path) -> None:
+    """A two-step GPU lineage, stored as the walk stores it, plus a probe of step 1: the skill
+    of step 1 gets the walk's effect and the probe's, each labelled with its context."""
+    from klineage.skills.extract import extract_skills
+    from klineage.store import open_store
+    from klineage.store.db import ProbeRow
+    from tests.conftest import KERNELS
+
+    def gate(ms: dict[str, float]) -> dict:
+        return {"stages": [
+            {"stage": "correctness", "regimes": [{"regime": r, "status": "passed", "dtype": "bfloat16", "kernels": ["_k"]} for r in ms]},
+            {"stage": "profile", "numbers": {"regimes": {r: {"kernel_ms": v} for r, v in ms.items()}}},
+        ]}  # fmt: skip
+
+    store = open_store(tmp_path / "k.db")
+    problem = str(KERNELS / "matmul" / "problem.py")
+    store.create_lineage(
+        "L1",
+        problem,
+        str(KERNELS / "matmul" / "expert.py"),
+        "p",
+        "e",
+        "cuda",
+        "first",
+        ["square_4096"],
+    )
+    site = {"function": "_k", "line": 3, "description": "num_warps=8", "params": {"expr": "8"}}
+    expert = store.add_node("L1", 0, None, None, "expert", "s0", gate({"square_4096": 0.2}))
+    a1 = store.add_attempt(
+        "L1", expert, 1, "num_warps", "k1", site, applied=True, accepted=True, reason="reset"
+    )
+    mid = store.add_node(
+        "L1", 1, expert, a1, "mid", "s1", gate({"square_4096": 1.14})
+    )  # 5.7x slower without
+    a2 = store.add_attempt(
+        "L1",
+        mid,
+        2,
+        "block_size",
+        "k2",
+        {**site, "params": {}},
+        applied=True,
+        accepted=True,
+        reason="halved",
+    )
+    last = store.add_node("L1", 2, mid, a2, "simplest", "s2", gate({"square_4096": 2.0}))
+    store.set_lineage_status(
+        "L1",
+        "done",
+        "no registered optimization remains",
+        {"gpu_name": "NVIDIA H200", "compute_capability": "9.0"},
+    )
+    store.add_probe(
+        ProbeRow(
+            "L1",
+            1,
+            "num_warps",
+            last,
+            True,
+            True,
+            None,
+            "added",
+            "simplest+warps",
+            gate({"square_4096": 2.04}),
+            1.0,
+        )
+    )
+    warps = next(s for s in extract_skills(store, "L1") if s.name == "num_warps")
+    got = sorted((e.context, round(e.speedup or 0, 2)) for e in warps.effects)
+    assert got == [("lineage", 5.7), ("simplest", 0.98)]
+    assert any(
+        "added to the walk's simplest kernel, pays off (>= 1.05x) on: none" in c.predicate
+        for c in warps.conditions
+    )
+    # A probe that failed the gate is a condition: the optimization needs more of the expert.
+    store.add_probe(
+        ProbeRow(
+            "L1", 1, "num_warps", last, True, False, "correctness", "wrong values", "x", None, 1.0
+        )
+    )
+    warps = next(s for s in extract_skills(store, "L1") if s.name == "num_warps")
+    assert [e.context for e in warps.effects] == ["lineage"]
+    assert any(
+        c.predicate.startswith("needs more of the expert's kernel") for c in warps.conditions
+    )

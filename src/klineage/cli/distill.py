@@ -103,6 +103,12 @@ def distill(
             help="Also ask this LLM to remove one optimization it names, after the registered passes (openai:MODEL, ...).",
         ),
     ] = None,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            help="After the walk, add each step's optimization back to the simplest kernel and gate it (one call per distinct candidate): its effect where optimize starts, next to the expert's context."
+        ),
+    ] = False,
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the lineage as JSON.")] = False,
 ) -> None:
@@ -184,6 +190,8 @@ def distill(
                         )
 
                 lid = run_distill(problem, expert, on_event=on_event, **walk)
+        if probe and store.get_lineage(lid).status == "done":  # type: ignore[union-attr]
+            _probe(store, lid, config, quiet=as_json)
         view = load_view(store, lid)
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
@@ -193,6 +201,26 @@ def distill(
     else:
         render_lineage(view)
     raise typer.Exit(0 if view.lineage.status == "done" else 1)
+
+
+def _probe(store: Any, lid: str, config: GateConfig, *, quiet: bool) -> None:
+    from klineage.lineage.probe import probe_lineage
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        if quiet or kind != "probed":
+            return
+        mark = (
+            "[green]ok[/]"
+            if data["accepted"]
+            else ("[red]rejected[/]" if data["applied"] else "[dim]n/a[/]")
+        )
+        console.print(
+            f"  probe step {data['step']:>2} {mark} {data['pass']} [dim]{escape(data['message'][:120])}[/]"
+        )
+
+    if not quiet:
+        console.print("forward probes: each step's optimization added back to the simplest kernel")
+    probe_lineage(store, lid, config=config, on_event=on_event)
 
 
 lineage_app = typer.Typer(help="Show stored lineages.", no_args_is_help=True)

@@ -99,6 +99,24 @@ def trusted(e: Effect) -> bool:
     return long_enough or max(e.speedup, 1 / e.speedup) >= 3.0
 
 
+def _probe_effects(probe_gate: dict[str, Any], simplest_gate: dict[str, Any], function: str, env: dict[str, Any],
+                   lid: str, step: int) -> list[Effect]:  # fmt: skip
+    """Effects of a forward probe: the simplest kernel (base) against it with the step's
+    optimization added back (new), per regime both timed."""
+    base_rows, new_rows = _profile_rows(simplest_gate), _profile_rows(probe_gate)
+    dtypes = _regime_dtypes(probe_gate)
+    out = []
+    for regime, row in new_rows.items():
+        b, n = base_rows.get(regime, {}).get("kernel_ms"), row.get("kernel_ms")
+        if b is None or n is None or n <= 0:
+            continue
+        out.append(Effect(regime=regime, gpu=env.get("gpu_name"), arch=env.get("compute_capability"), dtype=dtypes.get(regime),
+                          base_ms=b, new_ms=n, speedup=b / n, measured=True, environment=env or None,
+                          exercised=exercised(function, regime, simplest_gate, probe_gate), lineage_id=lid, step=step,
+                          context="simplest"))  # fmt: skip
+    return out
+
+
 def skill_id(pass_name: str, lineage_id: str, step: int) -> str:
     return hashlib.sha256(f"{pass_name}/{lineage_id}/{step}".encode()).hexdigest()[:12]
 
@@ -114,6 +132,7 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
     env = lin.environment or {}
     versions = {k: str(env[k]) for k in ("torch", "triton", "klineage", "python") if env.get(k)}
     skills: list[Skill] = []
+    probes = {p.step: p for p in store.probes(lin.id)}
     for child in sorted(nodes.values(), key=lambda n: n.step):
         if child.parent_id is None or child.via_attempt is None:
             continue
@@ -162,6 +181,13 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
                        exercised=exercised(site.get("function") or "", regime, parent.gate, child.gate),
                        lineage_id=lin.id, step=child.step)
             )  # fmt: skip
+        probe = probes.get(child.step)
+        base = nodes.get(probe.base_node) if probe is not None else None
+        probed = (
+            _probe_effects(probe.gate, base.gate, site.get("function") or "", env, lin.id, child.step)
+            if probe is not None and probe.accepted and probe.gate is not None and base is not None
+            else []
+        )  # fmt: skip
         measured_effects = [e for e in effects if e.measured and e.speedup is not None]
         # Threshold learning uses only effects beyond the noise measured between gate processes
         # (docs/benchmarks.md: up to 2x on kernels under 50 us).
@@ -191,6 +217,15 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
             ]
             conditions.append(Condition(kind="measured", predicate=f"pays off (>= {PAYS_OFF}x) on: {', '.join(pays) or 'none'}; not on: {', '.join(not_pays) or 'none'}",
                                         evidence=f"{gpu} ({arch}), child/parent kernel time, lineage {lin.id} step {child.step}"))  # fmt: skip
+        if probed:
+            pays = [e.regime for e in probed if e.speedup is not None and e.speedup >= PAYS_OFF]
+            rest = [e.regime for e in probed if e.regime not in pays]
+            conditions.append(Condition(kind="measured", predicate=f"added to the walk's simplest kernel, pays off (>= {PAYS_OFF}x) on: {', '.join(pays) or 'none'}; not on: {', '.join(rest) or 'none'}",
+                                        evidence=f"{gpu} ({arch}), forward probe, lineage {lin.id} step {child.step}"))  # fmt: skip
+            effects += probed
+        if probe is not None and probe.applied and not probe.accepted:
+            conditions.append(Condition(kind="measured", predicate="needs more of the expert's kernel: added to the walk's simplest kernel, it failed the gate",
+                                        evidence=f"forward probe ({lin.device}), lineage {lin.id} step {child.step}: {probe.message[:300]}"))  # fmt: skip
         failures = [
             _failure(
                 a,

@@ -67,6 +67,11 @@ class Effect(BaseModel):
     # Where it was measured: the lineage and step whose parent/child gate results gave it.
     lineage_id: str | None = None
     step: int | None = None
+    # The kernel it was added to: "lineage" (the walk's kernel at that step, which still has
+    # every optimization removed after it) or "simplest" (a forward probe: added to the walk's
+    # last kernel). Optimize starts from simple kernels, so retrieval takes a probe's effect
+    # over the lineage's own for the same lineage and regime.
+    context: str = "lineage"
 
 
 class FailureAvoided(BaseModel):

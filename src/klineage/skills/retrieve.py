@@ -77,6 +77,13 @@ def _predict(
     measured = [e for e in skill.effects if e.measured and e.speedup is not None and trusted(e)]
     if not measured:
         return {}, ["no trusted measured effect: the gain on this target is unknown"]
+    # A forward probe measured the step where optimize starts from (the walk's simplest
+    # kernel); the walk measured it with the rest of the expert around. For the same lineage
+    # and regime, the probe's effect replaces the walk's; other lineages keep theirs.
+    probed = {(e.lineage_id, e.regime) for e in measured if e.context == "simplest"}
+    measured = [
+        e for e in measured if e.context == "simplest" or (e.lineage_id, e.regime) not in probed
+    ]
     paying = [e.speedup for e in measured if e.speedup is not None and e.speedup >= PAYS_OFF]
     gain = math.exp(sum(math.log(x) for x in paying) / len(paying)) if paying else 1.0
     predicted: dict[str, float] = {}
@@ -105,8 +112,9 @@ def _predict(
                 best, best_d = e, d
         if best is not None and best.speedup is not None:
             predicted[regime] = best.speedup
+            where = " (added to the walk's simplest kernel)" if best.context == "simplest" else ""
             why.append(
-                f"{regime}: nearest measured regime {best.regime} gave {best.speedup:.2f}x -> predicted {best.speedup:.2f}x"
+                f"{regime}: nearest measured regime {best.regime}{where} gave {best.speedup:.2f}x -> predicted {best.speedup:.2f}x"
             )
     return predicted, why
 

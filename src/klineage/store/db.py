@@ -83,6 +83,21 @@ class AttemptRow:
 
 
 @dataclass
+class ProbeRow:
+    lineage_id: str
+    step: int
+    pass_name: str
+    base_node: int
+    applied: bool
+    accepted: bool
+    failed_stage: str | None
+    message: str
+    candidate: str | None
+    gate: dict[str, Any] | None
+    seconds: float
+
+
+@dataclass
 class SkillRow:
     id: str
     pass_name: str
@@ -327,6 +342,25 @@ class Store:
                 r["id"], r["parent_id"], r["step"], r["pass_name"], r["site_key"], json.loads(r["site"]), bool(r["applied"]), bool(r["accepted"]),
                 r["reason"], r["failed_stage"], r["message"], r["candidate"], json.loads(r["gate"]) if r["gate"] else None, r["seconds"],
             )
+            for r in rows
+        ]  # fmt: skip
+
+    # probes ---------------------------------------------------------------------------------
+
+    def add_probe(self, p: ProbeRow) -> None:
+        with self.tx() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO probes (lineage_id, step, pass_name, base_node, applied, accepted, failed_stage, message, candidate,"
+                " gate, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (p.lineage_id, p.step, p.pass_name, p.base_node, int(p.applied), int(p.accepted), p.failed_stage, p.message, p.candidate,
+                 json.dumps(p.gate) if p.gate is not None else None, p.seconds, _now()),
+            )  # fmt: skip
+
+    def probes(self, lid: str) -> list[ProbeRow]:
+        rows = self.conn.execute("SELECT * FROM probes WHERE lineage_id = ? ORDER BY step", (lid,))
+        return [
+            ProbeRow(r["lineage_id"], r["step"], r["pass_name"], r["base_node"], bool(r["applied"]), bool(r["accepted"]), r["failed_stage"],
+                     r["message"], r["candidate"], json.loads(r["gate"]) if r["gate"] else None, r["seconds"])
             for r in rows
         ]  # fmt: skip
 

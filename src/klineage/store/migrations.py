@@ -113,4 +113,24 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX trials_by_run ON trials(run_id);
     """,
+    # 4: forward probes: each accepted step's optimization added back to the walk's simplest
+    #    kernel, gated, so a skill's effect is also known in the context optimize starts from.
+    """
+    CREATE TABLE probes (
+        id INTEGER PRIMARY KEY,
+        lineage_id TEXT NOT NULL REFERENCES lineages(id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,          -- the accepted step whose optimization was added back
+        pass_name TEXT NOT NULL,
+        base_node INTEGER NOT NULL REFERENCES nodes(id),  -- the simplest kernel
+        applied INTEGER NOT NULL,
+        accepted INTEGER NOT NULL,
+        failed_stage TEXT,
+        message TEXT NOT NULL DEFAULT '',
+        candidate TEXT,
+        gate TEXT,                      -- JSON GateResult
+        seconds REAL NOT NULL DEFAULT 0,
+        created TEXT NOT NULL,
+        UNIQUE (lineage_id, step)
+    );
+    """,
 ]

@@ -1,0 +1,92 @@
+"""Forward probes: each accepted step's optimization added back to the walk's simplest kernel.
+
+A lineage step measures an optimization in the expert's context: "this, added back to a kernel
+that still has every optimization removed after it". That is not the context `optimize` starts
+from. On the H200, `num_warps` scored 5.7x in the matmul lineage while the expert's 128x256
+tiles were still there, and 0.6-1.0x on naive kernels. A probe applies the step's pass forward,
+with the step's own parameters, to the simplest kernel the walk reached, and gates it once. The
+result is stored per step (table `probes`) and becomes the skill's effects in the "simplest"
+context (skills/extract.py), which retrieval prefers when it has them (skills/retrieve.py).
+
+One gate call per distinct candidate: steps that add back the same code share one. Probes of a
+lineage already stored are not repeated, so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from klineage.config import GateConfig
+from klineage.errors import UsageError
+from klineage.gate import run_gate
+from klineage.lineage.walk import candidate_file, sha
+from klineage.store import Store
+from klineage.store.db import ProbeRow, StoreError
+
+LLM_PASS = "llm_simplify"
+
+
+def probe_lineage(
+    store: Store,
+    lineage_id: str,
+    *,
+    config: GateConfig | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+) -> list[ProbeRow]:
+    """Probe every accepted step of a finished lineage (stored ones are kept); returns all
+    probes of the lineage, in step order."""
+    from klineage.optimize.materialize import mechanical
+
+    emit = on_event or (lambda kind, data: None)
+    lin = store.get_lineage(lineage_id)
+    if lin is None:
+        raise StoreError(f"no lineage {lineage_id!r} in {store.path}")
+    if lin.status != "done":
+        raise UsageError(
+            f"lineage {lineage_id} is {lin.status}: probes need the walk's simplest kernel, "
+            "so finish the walk first (rerun the same `klineage distill` command)"
+        )
+    nodes = store.nodes(lin.id)
+    simplest = max(nodes, key=lambda n: n.step)
+    attempts = {a.id: a for a in store.attempts(lin.id)}
+    done = {p.step for p in store.probes(lin.id)}
+    config = config or GateConfig(profile_compile=False, allow_suspicious=True)
+    gated: dict[str, tuple[dict[str, Any], bool, str | None, str]] = {}  # candidate sha -> gate
+    steps = [n for n in sorted(nodes, key=lambda n: n.step) if n.via_attempt is not None]
+    for node in steps:
+        if node.step in done:
+            continue
+        a = attempts[node.via_attempt]  # type: ignore[index]
+        emit("probe", {"step": node.step, "pass": a.pass_name, "total": len(steps)})
+        t0 = time.perf_counter()
+        row = ProbeRow(lin.id, node.step, a.pass_name, simplest.id, applied=False, accepted=False,
+                       failed_stage=None, message="", candidate=None, gate=None, seconds=0.0)  # fmt: skip
+        if a.pass_name == LLM_PASS:
+            row.message = "an LLM-named optimization: only an LLM can add it back"
+        elif node.id == simplest.id:
+            # The last step's child is the simplest kernel itself: adding its optimization back
+            # gives its parent, which the walk already measured against it.
+            row.message = "the walk's last step: measured by the walk itself"
+        else:
+            m = mechanical(simplest.source, a.pass_name, dict(a.site.get("params") or {}))
+            if m.source is None:
+                row.message = f"did not apply to the simplest kernel: {m.reason}"
+            else:
+                key = sha(m.source)
+                if key not in gated:
+                    g = run_gate(Path(lin.problem_path), candidate_file(m.source), device=lin.device,
+                                 regimes=lin.regimes or None, config=config)  # fmt: skip
+                    stage = g.failed_stage.value if g.failed_stage else None
+                    gated[key] = (g.model_dump(mode="json"), g.accepted, stage, g.message)
+                gate, ok, stage, message = gated[key]
+                row.applied, row.accepted, row.candidate, row.gate = True, ok, m.source, gate
+                row.failed_stage = stage
+                row.message = m.reason if ok else message
+        row.seconds = time.perf_counter() - t0
+        store.add_probe(row)
+        emit("probed", {"step": node.step, "pass": a.pass_name, "accepted": row.accepted,
+                        "applied": row.applied, "message": row.message})  # fmt: skip
+    return store.probes(lin.id)
