@@ -6,10 +6,11 @@ from. On the H200, `num_warps` scored 5.7x in the matmul lineage while the exper
 tiles were still there, and 0.6-1.0x on naive kernels. A probe applies the step's pass forward,
 with the step's own parameters, to the simplest kernel the walk reached, and gates it once. The
 result is stored per step (table `probes`) and becomes the skill's effects in the "simplest"
-context (skills/extract.py), which retrieval prefers when it has them (skills/retrieve.py).
+context (skills/extract.py); retrieval takes it over the walk's effect for the same lineage and
+regime (skills/retrieve.py). The last step needs no probe: its child is the simplest kernel.
 
-One gate call per distinct candidate: steps that add back the same code share one. Probes of a
-lineage already stored are not repeated, so an interrupted run resumes.
+Steps that add back the same code share one gate call through the gate's verdict cache. Probes
+of a lineage already stored are not repeated, so an interrupted run resumes.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from typing import Any
 from klineage.config import GateConfig
 from klineage.errors import UsageError
 from klineage.gate import run_gate
-from klineage.lineage.walk import candidate_file, sha
+from klineage.lineage.llm_pass import NAME as LLM_PASS
+from klineage.lineage.walk import candidate_file
 from klineage.store import Store
 from klineage.store.db import ProbeRow, StoreError
-
-LLM_PASS = "llm_simplify"
 
 
 def probe_lineage(
@@ -54,7 +54,6 @@ def probe_lineage(
     attempts = {a.id: a for a in store.attempts(lin.id)}
     done = {p.step for p in store.probes(lin.id)}
     config = config or GateConfig(profile_compile=False, allow_suspicious=True)
-    gated: dict[str, tuple[dict[str, Any], bool, str | None, str]] = {}  # candidate sha -> gate
     steps = [n for n in sorted(nodes, key=lambda n: n.step) if n.via_attempt is not None]
     for node in steps:
         if node.step in done:
@@ -75,16 +74,12 @@ def probe_lineage(
             if m.source is None:
                 row.message = f"did not apply to the simplest kernel: {m.reason}"
             else:
-                key = sha(m.source)
-                if key not in gated:
-                    g = run_gate(Path(lin.problem_path), candidate_file(m.source), device=lin.device,
-                                 regimes=lin.regimes or None, config=config)  # fmt: skip
-                    stage = g.failed_stage.value if g.failed_stage else None
-                    gated[key] = (g.model_dump(mode="json"), g.accepted, stage, g.message)
-                gate, ok, stage, message = gated[key]
-                row.applied, row.accepted, row.candidate, row.gate = True, ok, m.source, gate
-                row.failed_stage = stage
-                row.message = m.reason if ok else message
+                g = run_gate(Path(lin.problem_path), candidate_file(m.source), device=lin.device,
+                             regimes=lin.regimes or None, config=config)  # fmt: skip
+                row.applied, row.accepted, row.candidate = True, g.accepted, m.source
+                row.gate = g.model_dump(mode="json")
+                row.failed_stage = g.failed_stage.value if g.failed_stage else None
+                row.message = m.reason if g.accepted else g.message
         row.seconds = time.perf_counter() - t0
         store.add_probe(row)
         emit("probed", {"step": node.step, "pass": a.pass_name, "accepted": row.accepted,
