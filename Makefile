@@ -8,7 +8,7 @@ STAMP := $(VENV)/.klineage-installed
 # pytest workers: 2 by default (the CI machine has 2 cores); PYTEST_WORKERS=0 runs serially.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup demo test lint unit interp gpu clean browser
+.PHONY: setup demo test lint unit interp gpu clean browser isolation
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-demo: setup
+demo: setup isolation
 	$(BIN)/klineage demo
 
 lint: setup
@@ -38,7 +38,13 @@ browser:
 	@command -v chromium >/dev/null || [ "$$KLINEAGE_SKIP_BROWSER" = 1 ] || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: lint browser
+# The gate runs candidate and problem code inside bubblewrap (Debian's package) where it works;
+# without it, a weaker isolation level (gate/sandbox.py). KLINEAGE_SKIP_BWRAP=1 skips the install.
+isolation:
+	@command -v bwrap >/dev/null || [ "$$KLINEAGE_SKIP_BWRAP" = 1 ] || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+
+test: lint browser isolation
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests/unit tests/interp
 
 # Opt-in, on a machine with a CUDA GPU (see docs/DEVICE.md).

@@ -78,15 +78,20 @@ def test_cpu_regimes_must_name_known_regimes(tmp_path: Path) -> None:
 
 
 def test_problem_tolerances_replace_the_gate_default_for_their_dtype(tmp_path: Path) -> None:
+    from klineage.gate.checker import Checker
+    from klineage.gate.protocol import RefRegime
     from klineage.gate.request import GateRequest
-    from klineage.gate.worker import Checker
 
     path = write(tmp_path, "tol.py", PROBLEM + '\nTOLERANCES = {"bfloat16": 2e-2}\n')
     problem = load_problem(path)
     assert problem.tolerances == {"bfloat16": 0.02}
-    checker = Checker(GateRequest(problem=str(path), candidate="c.py"), problem, None, None)  # type: ignore[arg-type]
-    assert checker.tolerance("bfloat16") == 0.02
-    assert checker.tolerance("float32") == 1e-4  # undeclared: the gate's default
+    checker = Checker(GateRequest(problem=str(path), candidate="c.py"), None, None, tmp_path, print)  # type: ignore[arg-type]
+    regime = RefRegime(
+        name="a", init="i.pt", cases=[], dtype="bfloat16", tolerance=problem.tolerances["bfloat16"]
+    )
+    tol = checker.tolerance_for(regime)
+    assert tol("bfloat16") == 0.02
+    assert tol("float32") == 1e-4  # undeclared: the gate's default
     assert load_problem(write(tmp_path, "plain.py", PROBLEM)).tolerances == {}
 
 

@@ -16,6 +16,7 @@ from klineage.cli.common import STATUS_STYLE, app, console, err_console
 from klineage.config import GateConfig
 from klineage.errors import KLineageError
 from klineage.gate import GateResult, Stage, run_gate
+from klineage.gate.records import Fault
 from klineage.gate.runner import result_json
 
 
@@ -79,19 +80,28 @@ def render_gate(result: GateResult) -> None:
         console.print(
             f"[dim]environment: {where}; torch {env.torch}, triton {env.triton}, klineage {env.klineage}; timing: {env.timing_method}; {env.date}[/]"
         )
+    if result.isolation:
+        level, _, what = result.isolation.partition(": ")
+        console.print(
+            f"[dim]isolation: {escape(level)} ({escape(what)}); {result.calls_checked} calls checked[/]"
+        )
     cached = " (cached)" if result.cached else ""
-    verdict = (
-        "[bold green]ACCEPTED[/]"
-        if result.accepted
-        else f"[bold red]REJECTED[/] at {result.failed_stage.value if result.failed_stage else '?'}"
-    )
+    if result.accepted:
+        verdict = "[bold green]ACCEPTED[/]"
+    elif result.fault is Fault.PROBLEM:
+        verdict = "[bold yellow]PROBLEM ERROR[/] (the problem file is at fault, not the candidate)"
+    else:
+        verdict = (
+            f"[bold red]REJECTED[/] at {result.failed_stage.value if result.failed_stage else '?'}"
+        )
     console.print(f"{verdict}{cached} in {result.seconds:.1f} s")
 
 
 def _exit_code(result: GateResult) -> int:
+    """0 accepted; 1 the candidate was rejected; 2 the problem file is at fault."""
     if result.accepted:
         return 0
-    return 2 if result.failed_stage is Stage.LOAD else 1
+    return 2 if result.fault is Fault.PROBLEM else 1
 
 
 @app.command()
@@ -146,7 +156,10 @@ def gate(
     correctness on every regime (>= 5 random trials each, every autotune config), and on cuda the
     profile (median with L2 flushed, vs eager and torch.compile).
 
-    Exit 0 accepted, 1 rejected, 2 usage or loading error.
+    The candidate runs in a sandbox of its own (bubblewrap where installed), the problem in
+    another; outputs are compared outside both. The verdict names the isolation level.
+
+    Exit 0 accepted, 1 the candidate rejected, 2 a usage error or a fault of the problem file.
 
     Example: klineage gate src/klineage/examples/softmax/problem.py src/klineage/examples/softmax/candidate.py
     """

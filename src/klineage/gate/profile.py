@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from klineage.gate.records import RegimeOutcome, Stage, StageResult, Status
-from klineage.gate.request import EventWriter, GateRequest
+from klineage.gate.request import GateRequest
 
 
 def _bench(fn: Any, warmup_ms: float, rep_ms: float) -> dict[str, float]:
@@ -35,65 +35,26 @@ def _nbytes(values: Any) -> int:
     )
 
 
-def floor_ms(
-    problem: Any, inputs: list[Any], outputs: Any, req: GateRequest, *, peak: bool = False
+def floor_from(
+    nbytes: int, flops: float | None, cfg: Any, *, peak: bool = False
 ) -> tuple[float, str]:
-    """The roofline floor: measured ceilings by default, datasheet peaks with peak=True."""
-    cfg = req.config
-    nbytes = _nbytes(inputs) + _nbytes(outputs)
+    """The roofline floor in ms: measured ceilings by default, datasheet peaks with peak=True."""
     bytes_ms = nbytes / (cfg.peak_bytes_per_s if peak else cfg.copy_bytes_per_s) * 1e3
-    flop_count = getattr(problem.module, "flop_count", None)
-    if callable(flop_count):
-        flops_ms = (
-            float(flop_count(*inputs))
-            / (cfg.peak_flops_per_s if peak else cfg.matmul_flops_per_s)
-            * 1e3
-        )
+    if flops is not None:
+        flops_ms = flops / (cfg.peak_flops_per_s if peak else cfg.matmul_flops_per_s) * 1e3
         if flops_ms > bytes_ms:
             return flops_ms, "flops"
     return bytes_ms, "bytes"
 
 
-def profile_regime(req: GateRequest, problem: Any, candidate: Any, regime: str) -> dict[str, Any]:
-    import torch
-
-    from klineage.gate.worker import build_models, trial_seed
-
-    cfg = req.config
-    models = build_models(problem, candidate, regime, "cuda", cfg.seed)
-    torch.manual_seed(trial_seed(cfg.seed, regime, 0))
-    inputs = problem.make_inputs(regime, "cuda")
-    row: dict[str, Any] = {}
-    with torch.no_grad(), problem.regime_globals(regime):
-        out = models.reference(*inputs)
-        row["floor_ms"], row["floor_kind"] = floor_ms(problem, inputs, out, req)
-        row["peak_floor_ms"] = floor_ms(problem, inputs, out, req, peak=True)[0]
-        kernel = _bench(lambda: models.candidate(*inputs), cfg.warmup_ms, cfg.rep_ms)
-        eager = _bench(lambda: models.reference(*inputs), cfg.warmup_ms, cfg.rep_ms)
-        row.update(
-            kernel_ms=kernel["p50"],
-            kernel_p20_ms=kernel["p20"],
-            kernel_p80_ms=kernel["p80"],
-            eager_ms=eager["p50"],
-        )
-        if cfg.profile_compile:
-            try:
-                compiled = torch.compile(models.reference)
-                compiled(*inputs)
-                row["compile_ms"] = _bench(lambda: compiled(*inputs), cfg.warmup_ms, cfg.rep_ms)[
-                    "p50"
-                ]
-            except (
-                Exception
-            ) as e:  # torch.compile failing is a fact about the baseline, not the candidate
-                row["compile_error"] = (
-                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                )
-    row["speedup_vs_eager"] = row["eager_ms"] / row["kernel_ms"]
-    if "compile_ms" in row:
-        row["speedup_vs_compile"] = row["compile_ms"] / row["kernel_ms"]
-    row["pct_of_floor"] = 100.0 * row["floor_ms"] / row["kernel_ms"]
-    return row
+def floor_ms(
+    problem: Any, inputs: list[Any], outputs: Any, req: GateRequest, *, peak: bool = False
+) -> tuple[float, str]:
+    """The roofline floor of one call: inputs read once, outputs written once, or flop_count."""
+    nbytes = _nbytes(inputs) + _nbytes(outputs)
+    flop_count = getattr(problem.module, "flop_count", None)
+    flops = float(flop_count(*inputs)) if callable(flop_count) else None
+    return floor_from(nbytes, flops, req.config, peak=peak)
 
 
 def spin_up_gpu(ms: float, device: str = "cuda") -> int:
@@ -117,51 +78,66 @@ def spin_up_gpu(ms: float, device: str = "cuda") -> int:
     return runs
 
 
-def profile_regimes(
-    req: GateRequest, problem: Any, candidate: Any, regimes: list[str], events: EventWriter
-) -> StageResult:
+def profile_stage(req: GateRequest, regimes: list[Any], checker: Any, event: Any) -> StageResult:
+    """Time the candidate on each verified regime (in its harness), beside the reference's
+    eager and torch.compile times (measured in the reference's process), and flag results
+    faster than physics."""
     cfg = req.config
     t0 = time.perf_counter()
-    if cfg.spin_up_ms > 0:
-        events.progress(f"spin-up {cfg.spin_up_ms:g} ms")
-        spin_up_gpu(cfg.spin_up_ms)
     rows: dict[str, dict[str, Any]] = {}
     outcomes: list[RegimeOutcome] = []
     suspicious: list[str] = []
     for regime in regimes:
-        events.progress(f"profile {regime}")
-        row = profile_regime(req, problem, candidate, regime)
-        rows[regime] = row
-        why = []
-        if row["kernel_ms"] < row["floor_ms"]:
-            why.append(
-                f"{row['kernel_ms']:.4g} ms is under the roofline floor {row['floor_ms']:.4g} ms ({row['floor_kind']})"
+        event("progress", detail=f"profile {regime.name}")
+        reply = checker.time(regime)
+        if not reply.ok:
+            return StageResult(
+                stage=Stage.PROFILE,
+                status=Status.FAILED,
+                message=f"{regime.name}: timing failed: {reply.error}",
             )
-        if row["speedup_vs_eager"] > cfg.max_speedup_vs_reference:
+        row: dict[str, Any] = {
+            "kernel_ms": reply.p50,
+            "kernel_p20_ms": reply.p20,
+            "kernel_p80_ms": reply.p80,
+        }
+        row["floor_ms"], row["floor_kind"] = floor_from(regime.nbytes, regime.flops, cfg)
+        row["peak_floor_ms"] = floor_from(regime.nbytes, regime.flops, cfg, peak=True)[0]
+        if regime.eager_ms is not None:
+            row["eager_ms"] = regime.eager_ms
+            row["speedup_vs_eager"] = regime.eager_ms / reply.p50
+        if regime.compile_ms is not None:
+            row["compile_ms"] = regime.compile_ms
+            row["speedup_vs_compile"] = regime.compile_ms / reply.p50
+        if regime.compile_error:
+            row["compile_error"] = regime.compile_error
+        row["pct_of_floor"] = 100.0 * row["floor_ms"] / reply.p50
+        rows[regime.name] = row
+        why = []
+        if row["kernel_ms"] < row["peak_floor_ms"]:
+            why.append(
+                f"{row['kernel_ms']:.4g} ms is under the roofline floor {row['peak_floor_ms']:.4g} ms ({row['floor_kind']}, datasheet peaks)"
+            )
+        if row.get("speedup_vs_eager", 0.0) > cfg.max_speedup_vs_reference:
             why.append(
                 f"{row['speedup_vs_eager']:.1f}x faster than eager (limit {cfg.max_speedup_vs_reference:g}x)"
             )
         status = Status.PASSED
-        msg = f"{row['kernel_ms']:.4g} ms, {row['speedup_vs_eager']:.2f}x eager, {row['pct_of_floor']:.0f}% of floor"
+        msg = f"{row['kernel_ms']:.4g} ms, {row.get('speedup_vs_eager', float('nan')):.2f}x eager, {row['pct_of_floor']:.0f}% of floor"
         if why:
             row["suspicious"] = why
-            suspicious.append(f"{regime}: " + "; ".join(why))
+            suspicious.append(f"{regime.name}: " + "; ".join(why))
             if not cfg.allow_suspicious:
                 status = Status.FAILED
             msg += " [suspicious: " + "; ".join(why) + "]"
-        outcomes.append(RegimeOutcome(regime=regime, status=status, message=msg))
+        outcomes.append(RegimeOutcome(regime=regime.name, status=status, message=msg))
     if suspicious and not cfg.allow_suspicious:
         return StageResult(
             stage=Stage.PROFILE, status=Status.FAILED, regimes=outcomes, numbers={"regimes": rows},
             message="suspiciously fast (rerun with --allow-suspicious if you are sure): " + " | ".join(suspicious),
             seconds=time.perf_counter() - t0,
         )  # fmt: skip
-    summary = "; ".join(f"{o.regime}: {o.message}" for o in outcomes)
     return StageResult(
-        stage=Stage.PROFILE,
-        status=Status.PASSED,
-        message=summary,
-        regimes=outcomes,
-        numbers={"regimes": rows},
-        seconds=time.perf_counter() - t0,
-    )
+        stage=Stage.PROFILE, status=Status.PASSED, message="; ".join(f"{o.regime}: {o.message}" for o in outcomes),
+        regimes=outcomes, numbers={"regimes": rows}, seconds=time.perf_counter() - t0,
+    )  # fmt: skip

@@ -31,6 +31,13 @@ class Status(StrEnum):
     NOT_MEASURED = "not_measured"
 
 
+class Fault(StrEnum):
+    """Whose file a rejection is charged to: the CLI exits 1 for the candidate, 2 for the problem."""
+
+    CANDIDATE = "candidate"
+    PROBLEM = "problem"
+
+
 class Environment(BaseModel):
     """Where a result was obtained. Every effect and benchmark row carries one."""
 
@@ -91,6 +98,15 @@ class GateResult(BaseModel):
     cache_key: str = ""
     cached: bool = False
     seconds: float = 0.0
+    # Set when rejected: whose fault it is. A problem fault is not a verdict on the candidate.
+    fault: Fault | None = None
+    # How the candidate and the problem ran (gate/sandbox.py: bwrap, uid or process) and what
+    # that level does and does not promise.
+    isolation: str = ""
+    # Calls of the candidate's forward whose outputs were compared, all regimes together.
+    calls_checked: int = 0
+    # Rejected because the time ran out: not cached, since it may be the machine's load.
+    timed_out: bool = False
 
     @property
     def failed_stage(self) -> Stage | None:

@@ -1,18 +1,20 @@
-"""Run the gate on one candidate: static guards here, everything else in a child process.
+"""Run the gate on one candidate: static guards and the verdict cache here, in the parent; the
+problem and the candidate each in an isolated process of its own (gate/session.py); the
+comparison here, where neither can reach it (gate/checker.py).
 
-The child may hang, segfault, call os._exit, hit an illegal memory access or run out of memory;
-each becomes a rejected GateResult that names the stage that was running. The parent never dies
-of a candidate.
+The candidate may hang, segfault, exit, flood its reply channel, forge replies, hit an illegal
+memory access or run out of memory; each becomes a rejected GateResult naming the stage that
+was running. A fault of the problem file is reported as the problem's (fault=problem), never as
+the candidate's. The parent never dies of either.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
-import signal
-import subprocess
+import secrets
+import shutil
 import sys
 import tempfile
 import time
@@ -24,14 +26,20 @@ from klineage import __version__
 from klineage.config import GateConfig, default_cache_dir
 from klineage.errors import LoadError, UsageError
 from klineage.gate.cache import GateCache, cache_key
-from klineage.gate.records import STAGE_ORDER, Environment, GateResult, Stage, StageResult, Status
-from klineage.gate.request import GateRequest, failed, passed, read_events
+from klineage.gate.records import (
+    STAGE_ORDER,
+    Environment,
+    Fault,
+    GateResult,
+    Stage,
+    StageResult,
+    Status,
+)
+from klineage.gate.request import GateRequest, failed, passed
 from klineage.gate.static_guards import check_static
 from klineage.problem.loader import parse_source, read_source
 
 EventCallback = Callable[[dict[str, Any]], None]
-# Package root to put on the child's PYTHONPATH, so running from src/ (no install) works too.
-_SRC_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @functools.cache
@@ -55,52 +63,18 @@ def _environment_fingerprint(device: str) -> dict[str, Any]:
     return fp
 
 
-def _signal_name(code: int) -> str:
-    try:
-        sig = signal.Signals(-code)
-    except ValueError:
-        return f"signal {-code}"
-    meaning = {
-        signal.SIGSEGV: "segmentation fault",
-        signal.SIGABRT: "abort",
-        signal.SIGKILL: "killed (out of memory?)",
-        signal.SIGBUS: "bus error",
-        signal.SIGFPE: "floating-point exception",
-    }
-    return f"{sig.name} ({meaning.get(sig, 'signal')})"
-
-
-def _tail(path: Path, lines: int = 12) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def _assemble(
+def assemble(
     req: GateRequest,
-    pre: list[StageResult],
-    events: list[dict[str, Any]],
-    death: str | None,
-    seconds: float,
+    by_stage: dict[Stage, StageResult],
+    *,
+    environment: Environment | None = None,
+    regimes: list[str] | None = None,
+    fault: Fault | None = None,
+    isolation: str = "",
+    calls: int = 0,
+    seconds: float = 0.0,
 ) -> GateResult:
-    by_stage: dict[Stage, StageResult] = {s.stage: s for s in pre}
-    env: Environment | None = None
-    running: Stage | None = None
-    for ev in events:
-        if ev["type"] == "start":
-            running = Stage(ev["stage"])
-        elif ev["type"] == "stage":
-            result = StageResult.model_validate(ev["result"])
-            by_stage[result.stage] = result
-            if running is result.stage:
-                running = None
-        elif ev["type"] == "environment":
-            env = Environment.model_validate(ev["env"])
-    if death is not None:
-        stage = running or next((s for s in STAGE_ORDER if s not in by_stage), Stage.LOAD)
-        by_stage[stage] = failed(stage, death)
+    """The verdict from the stages that ran: accepted only if every required stage passed."""
     stages: list[StageResult] = []
     failed_before = False
     for stage in STAGE_ORDER:
@@ -114,72 +88,19 @@ def _assemble(
     accepted = all(
         by_stage.get(s) is not None and by_stage[s].status is Status.PASSED for s in must_pass
     ) and not any(s.status is Status.FAILED for s in stages)
-    regimes: Any = next((s.numbers.get("regimes", []) for s in stages if s.stage is Stage.LOAD), [])
+    if not accepted and fault is None:
+        fault = Fault.CANDIDATE
     return GateResult(
-        problem=req.problem, candidate=req.candidate, device=req.device, regimes=list(regimes) if isinstance(regimes, list) else [],
-        accepted=accepted, stages=stages, environment=env, seconds=seconds,
+        problem=req.problem, candidate=req.candidate, device=req.device, regimes=list(regimes or []),
+        accepted=accepted, stages=stages, environment=environment, seconds=seconds,
+        fault=None if accepted else fault, isolation=isolation, calls_checked=calls,
     )  # fmt: skip
 
 
-def _spawn(
-    req: GateRequest, workdir: Path, on_event: EventCallback | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    req_path, events_path, log_path = (
-        workdir / "request.json",
-        workdir / "events.jsonl",
-        workdir / "child.log",
-    )
-    req_path.write_text(req.model_dump_json(), encoding="utf-8")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC_ROOT, env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    if req.device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "klineage.gate.worker", str(req_path), str(events_path)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-            cwd=str(Path(req.candidate).resolve().parent), start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + req.config.timeout_s
-        seen = 0
-        timed_out = False
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            time.sleep(0.05)
-            if on_event is not None:
-                evs = read_events(events_path)
-                for ev in evs[seen:]:
-                    on_event(ev)
-                seen = len(evs)
-        if timed_out:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    events = read_events(events_path)
-    if on_event is not None:
-        for ev in events[seen:]:
-            on_event(ev)
-    done = any(ev["type"] == "done" for ev in events)
-    if timed_out:
-        return (
-            events,
-            f"timed out after {req.config.timeout_s:g} s (infinite loop or hang?); the child process was killed",
-        )
-    if done:
-        return events, None
-    rc = proc.returncode
-    how = (
-        f"killed by {_signal_name(rc)}"
-        if rc < 0
-        else f"exited with code {rc} before finishing (os._exit or sys.exit in the candidate?)"
-    )
-    tail = _tail(log_path)
-    return events, f"candidate process {how}" + (f"; last output:\n{tail}" if tail else "")
+def _private_dir() -> Path:
+    d = Path(tempfile.mkdtemp(prefix="kl-"))
+    os.chmod(d, 0o700)
+    return d
 
 
 def run_gate(
@@ -192,38 +113,49 @@ def run_gate(
     config: GateConfig | None = None,
     cache_dir: Path | None = None,
     on_event: EventCallback | None = None,
+    static_guards: bool = True,
 ) -> GateResult:
     """Gate one candidate against one problem. Never raises for anything in the two files;
-    raises UsageError for arguments that cannot work (no GPU for --device cuda)."""
+    raises UsageError for arguments that cannot work (no GPU for --device cuda, an isolation
+    level this machine lacks).
+
+    static_guards=False skips the source guards so that tests can show each later layer
+    (sandbox, harness, comparison) holding on its own; no command turns them off, and such a
+    verdict is never cached."""
+    from klineage.gate.sandbox import strongest_level
+
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device {device}: expected cpu or cuda")
     config = config or GateConfig()
     problem_path, candidate_path = Path(problem).resolve(), Path(candidate).resolve()
     req = GateRequest(
-        problem=str(problem_path),
-        candidate=str(candidate_path),
-        device=device,
-        regimes=list(regimes or []),
-        overrides=dict(overrides or {}),
-        config=config,
-    )
+        problem=str(problem_path), candidate=str(candidate_path), device=device,
+        regimes=list(regimes or []), overrides=dict(overrides or {}), config=config,
+    )  # fmt: skip
     t0 = time.perf_counter()
-    pre: list[StageResult] = []
-    try:
-        problem_src = read_source(problem_path)
-        candidate_src = read_source(candidate_path)
-        parse_source(problem_path, problem_src)
-        tree = parse_source(candidate_path, candidate_src)
-    except LoadError as e:
-        return _assemble(req, [failed(Stage.LOAD, e.render())], [], None, time.perf_counter() - t0)
+    for path, whose in ((problem_path, Fault.PROBLEM), (candidate_path, Fault.CANDIDATE)):
+        try:
+            parse_source(path, read_source(path))
+        except LoadError as e:
+            stages = {Stage.LOAD: failed(Stage.LOAD, e.render())}
+            return assemble(req, stages, fault=whose, seconds=time.perf_counter() - t0)
+    problem_src, candidate_src = read_source(problem_path), read_source(candidate_path)
 
+    # Static guards first: no cache entry, forged or not, can accept a file that fails them.
+    violations = check_static(parse_source(candidate_path, candidate_src)) if static_guards else []
+    if violations:
+        msg = "; ".join(v.render(candidate_path.name) for v in violations)
+        return assemble(req, {Stage.STATIC_GUARDS: failed(Stage.STATIC_GUARDS, msg)},
+                        seconds=time.perf_counter() - t0)  # fmt: skip
+    level = strongest_level()
     key = cache_key(
         {
             "problem": problem_src, "candidate": candidate_src, "regimes": req.regimes, "overrides": req.overrides,
-            "config": config.model_dump(exclude={"timeout_s", "cache"}), "env": _environment_fingerprint(device),
+            "config": config.model_dump(exclude={"cache"}), "env": _environment_fingerprint(device),
+            "isolation": str(level), "gate": GATE_PROTOCOL,
         }
     )  # fmt: skip
-    cache = GateCache(cache_dir or default_cache_dir()) if config.cache else None
+    cache = GateCache(cache_dir or default_cache_dir()) if config.cache and static_guards else None
     if cache is not None:
         hit = cache.get(key)
         if hit is not None:
@@ -231,32 +163,28 @@ def run_gate(
                 update={"cached": True, "problem": req.problem, "candidate": req.candidate}
             )
 
-    violations = check_static(tree)
-    if violations:
-        pre.append(
-            failed(
-                Stage.STATIC_GUARDS, "; ".join(v.render(candidate_path.name) for v in violations)
-            )
-        )
-        result = _assemble(req, pre, [], None, time.perf_counter() - t0)
-    else:
-        pre.append(
-            passed(
-                Stage.STATIC_GUARDS,
-                "launches Triton; no try/except, reference use, torch compute in forward, side streams",
-            )
-        )
-        with tempfile.TemporaryDirectory(prefix="klineage-gate-") as tmp:
-            events, death = _spawn(req, Path(tmp), on_event)
-        result = _assemble(req, pre, events, death, time.perf_counter() - t0)
-        if death is not None and "timed out" in death:
-            return result.model_copy(
-                update={"cache_key": key}
-            )  # a timeout may be the machine's load
-    result = result.model_copy(update={"cache_key": key})
-    if cache is not None:
+    from klineage.gate.drive import drive
+
+    static_ok = passed(
+        Stage.STATIC_GUARDS,
+        "launches Triton; imports, introspection, try/except, reference use, torch compute in forward, side streams checked"
+        if static_guards
+        else "NOT RUN (static_guards=False, a test of the later layers)",
+    )
+    workdir = _private_dir()
+    try:
+        result = drive(req, workdir, static_ok, on_event, secrets.randbits(62))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    result = result.model_copy(update={"cache_key": key, "seconds": time.perf_counter() - t0})
+    # Not cached: a timeout (it may be the machine's load) and a problem fault (not a verdict).
+    if cache is not None and not result.timed_out and result.fault is not Fault.PROBLEM:
         cache.put(key, result)
     return result
+
+
+# Bumped when the checks change, so verdicts of older checks are not served.
+GATE_PROTOCOL = 2
 
 
 def result_json(result: GateResult) -> str:

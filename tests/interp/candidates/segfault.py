@@ -1,6 +1,4 @@
-"""Adversarial: dereferences a null pointer (segmentation fault)."""
-
-import ctypes
+"""Adversarial: a kernel that loads through a wild pointer (segmentation fault in the interpreter)."""
 
 import torch
 import torch.nn as nn
@@ -9,26 +7,19 @@ import triton.language as tl
 
 
 @triton.jit
-def _softmax_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):
+def _wild_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    y = num / tl.sum(num, axis=0)
-    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-def softmax(x):
-    x = x.contiguous()
-    m, n = x.shape
-    y = torch.empty_like(x)
-    _softmax_kernel[(m,)](x, y, n, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n))
-    return y
+    # 64 TiB past the row: no mapping there, so the load faults.
+    x = tl.load(x_ptr + row * stride_x + cols + 1099511627776 * 64, mask=mask, other=0.0)
+    tl.store(y_ptr + row * stride_y + cols, x, mask=mask)
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        softmax(x)
-        return ctypes.string_at(0)
+        x = x.contiguous()
+        m, n = x.shape
+        y = torch.empty_like(x)
+        _wild_kernel[(m,)](x, y, n, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n))
+        return y

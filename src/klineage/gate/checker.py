@@ -1,0 +1,333 @@
+"""The gate's checks, run in the parent: what to ask the candidate, and what its answers mean.
+
+The schedule per regime: every case of the reference (get_inputs' trials, some into the same
+buffers with new contents, and the cases beyond get_inputs), under each config of every
+autotuned kernel seen so far (a kernel first launched in a later regime gets all its configs
+checked there). After all regimes, a number of further calls that the candidate cannot know in
+advance, drawn per gate call from os.urandom. On a GPU: the device kernels of one forward are
+listed (compute kernels that are not the candidate's Triton code are rejected), the forward is
+timed, then captured in a CUDA graph and replayed on every case's inputs, and the replayed
+outputs are compared too.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from klineage.gate.compare import compare_outputs, tensors_equal
+from klineage.gate.protocol import (
+    CallReply,
+    GraphReply,
+    KernelsReply,
+    LoadReply,
+    ProfileReply,
+    RefCase,
+    RefManifest,
+    RefRegime,
+)
+from klineage.gate.records import RegimeOutcome, Stage, StageResult, Status
+from klineage.gate.request import GateRequest, failed, passed
+from klineage.gate.session import CandidateDied, Checked, Harness, load_outputs
+
+Progress = Callable[[str], None]
+# Device kernels a forward may run besides its own Triton kernels: copies, casts and fills
+# (PyTorch's names for the kernels behind copy_, .to(), .contiguous(), zeros, fill_).
+ALLOWED_DEVICE_KERNELS = re.compile(
+    r"memcpy|memset|copy_kernel|CopyKernel|FillFunctor|fill_kernel|direct_copy|"
+    r"elementwise_kernel_with_index|unrolled_elementwise_kernel<.*copy|CatArrayBatchedCopy",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class Expected:
+    """The reference's answers, read from the parent's private folder."""
+
+    folder: Path
+    manifest: RefManifest
+    cache: dict[str, list[Any]] = field(default_factory=dict)
+
+    def outputs(self, case: RefCase) -> list[Any]:
+        if case.expected not in self.cache:
+            import torch
+
+            self.cache.clear()  # one regime's outputs at a time: large regimes are large
+            self.cache[case.expected] = list(
+                torch.load(self.folder / case.expected, weights_only=True)["outputs"]
+            )
+        return self.cache[case.expected]
+
+
+class Checker:
+    def __init__(self, req: GateRequest, harness: Harness, expected: Expected, inputs: Path,
+                 progress: Progress) -> None:  # fmt: skip
+        self.req = req
+        self.cfg = req.config
+        self.harness = harness
+        self.expected = expected
+        self.inputs = inputs
+        self.progress = progress
+        self.seen = Checked()
+
+    def tolerance_for(self, regime: RefRegime) -> Callable[[str], float]:
+        def tol(dtype: str) -> float:
+            if regime.tolerance is not None and dtype == regime.dtype:
+                return regime.tolerance
+            return self.cfg.tolerance_for(dtype)
+
+        return tol
+
+    def call(
+        self, regime: RefRegime, case: RefCase, force: int | None
+    ) -> tuple[CallReply, list[Any] | None]:
+        n = self.seen.calls
+        out = self.harness.out / f"call-{n}.pt"
+        reply = self.harness.request(
+            {"op": "call", "regime": regime.name, "init": str(self.inputs / regime.init),
+             "inputs": str(self.inputs / case.inputs), "buffer": case.buffer, "force_config": force,
+             "out": str(out)},
+            CallReply,
+        )  # fmt: skip
+        self.seen.calls += 1
+        for name, k in reply.autotuners.items():
+            self.seen.autotuners[name] = max(self.seen.autotuners.get(name, 0), k)
+        if not reply.ok:
+            return reply, None
+        self.seen.kernels.update(reply.kernels)
+        outs = load_outputs(out)
+        out.unlink(missing_ok=True)
+        return reply, outs
+
+    @staticmethod
+    def compare(got: list[Any], want: list[Any], tol: Callable[[str], float], case: RefCase) -> Any:
+        """One call's outputs against the reference's (a single output compared as itself)."""
+        return compare_outputs(
+            got if len(got) != 1 else got[0],
+            want if len(want) != 1 else want[0],
+            tol,
+            case.atol_scale,
+        )
+
+    # compile --------------------------------------------------------------------------------
+    def compile(self, regime: RefRegime) -> tuple[StageResult, CallReply | None]:
+        t0 = time.perf_counter()
+        force = 0
+        while True:
+            reply, _ = self.call(regime, regime.cases[0], force)
+            if reply.ok or not (reply.skip and force + 1 < self.seen.passes):
+                break
+            force += 1  # a config the autotuner would skip (out of shared memory...): the next
+        if reply.init_error:
+            where = f"{self.req.candidate}:{reply.line}" if reply.line else self.req.candidate
+            return failed(
+                Stage.LOAD, f"{where}: {reply.init_error}\nexpected: {reply.expected}"
+            ), None
+        if not reply.ok:
+            return failed(Stage.COMPILE, f"first call on regime {regime.name}: {reply.error}"), None
+        tuned = ", ".join(f"{k} ({v} configs)" for k, v in self.seen.autotuners.items())
+        return StageResult(
+            stage=Stage.COMPILE, status=Status.PASSED, seconds=time.perf_counter() - t0,
+            message=f"{reply.launches} kernel launch(es) on first call" + (f"; autotuned: {tuned}" if tuned else ""),
+            numbers={"launches": reply.launches, "autotune_configs": self.seen.passes},
+        ), reply  # fmt: skip
+
+    # correctness ----------------------------------------------------------------------------
+    def regime(self, regime: RefRegime) -> RegimeOutcome:
+        if self.req.device == "cpu" and regime.bf16_inputs:
+            return RegimeOutcome(
+                regime=regime.name, status=Status.NOT_MEASURED, dtype=regime.dtype,
+                message="not verified: bfloat16 is not computed correctly by the Triton interpreter on the CPU; run on a GPU",
+            )  # fmt: skip
+        tol = self.tolerance_for(regime)
+        max_abs = max_rel = 0.0
+        skipped: list[str] = []
+        kernels: set[str] = set()
+        c = 0
+        passes = self.seen.passes
+        while c < passes:
+            previous: tuple[list[Any], list[Any]] | None = None
+            for case in regime.cases:
+                reply, got = self.call(regime, case, c)
+                if not reply.ok or got is None:
+                    if passes > 1 and reply.skip:
+                        forced = "; ".join(f"{k}: {v}" for k, v in reply.forced.items())
+                        skipped.append(
+                            f"config {c + 1} ({forced}): {(reply.error or '').split(':')[0]}"
+                        )
+                        break
+                    if reply.fatal:
+                        self.seen.fatal = reply.error
+                    return self._fail(
+                        regime, case, c, passes, reply, f"forward raised {reply.error}"
+                    )
+                kernels.update(reply.kernels)
+                if reply.violations:
+                    self.seen.violation = f"{case.label}: " + "; ".join(reply.violations)
+                    return self._fail(
+                        regime,
+                        case,
+                        c,
+                        passes,
+                        reply,
+                        f"runtime guard: {'; '.join(reply.violations)}",
+                    )
+                if reply.mutated is not None:
+                    return self._fail(
+                        regime,
+                        case,
+                        c,
+                        passes,
+                        reply,
+                        f"input {reply.mutated} was modified in place by forward",
+                    )
+                want = self.expected.outputs(case)
+                if (
+                    case.buffer and previous is not None and tensors_equal(got, previous[0])
+                    and not tensors_equal(want, previous[1])
+                ):  # fmt: skip
+                    return self._fail(regime, case, c, passes, reply,
+                                      "output unchanged although the inputs changed (output cached by input pointer or value?)")  # fmt: skip
+                cmp = self.compare(got, want, tol, case)
+                if not cmp.ok:
+                    return self._fail(regime, case, c, passes, reply, cmp.message)
+                max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
+                if case.buffer:
+                    previous = (got, want)
+            c += 1
+            passes = max(passes, self.seen.passes)  # an autotuned kernel first seen here
+        if skipped and len(skipped) == passes:
+            return RegimeOutcome(regime=regime.name, status=Status.FAILED, dtype=regime.dtype,
+                                 message="no autotune config can launch here: " + "; ".join(skipped),
+                                 configs_checked=passes)  # fmt: skip
+        beyond = sum(1 for case in regime.cases if case.kind != "get_inputs")
+        msg = f"{len(regime.cases) - beyond} trials passed"
+        if beyond:
+            msg += f", and {beyond} case(s) beyond get_inputs"
+        if passes > 1:
+            msg += f" under each of {passes - len(skipped)} launchable autotune configs"
+        if skipped:
+            msg += f" (skipped, as the autotuner skips them: {'; '.join(skipped)})"
+        return RegimeOutcome(
+            regime=regime.name, status=Status.PASSED, message=msg, trials=len(regime.cases) - beyond,
+            dtype=regime.dtype, max_abs_err=max_abs, max_rel_err=max_rel,
+            tolerance=tol(regime.dtype) if regime.dtype else None,
+            configs_checked=passes - len(skipped), kernels=sorted(kernels),
+        )  # fmt: skip
+
+    def _fail(
+        self, regime: RefRegime, case: RefCase, c: int, passes: int, reply: CallReply, msg: str
+    ) -> RegimeOutcome:
+        label = case.label if case.kind == "get_inputs" else f"{case.label} (beyond get_inputs)"
+        msg = f"{label}: {msg}"
+        if passes > 1 and reply.forced:
+            forced = "; ".join(f"{k}: {v}" for k, v in reply.forced.items())
+            msg = f"autotune config {c + 1}/{passes} ({forced}), {msg}"
+        trials = next((i + 1 for i, k in enumerate(regime.cases) if k is case), 1)
+        return RegimeOutcome(regime=regime.name, status=Status.FAILED, message=msg, trials=trials,
+                             dtype=regime.dtype, configs_checked=c + 1)  # fmt: skip
+
+    def late_calls(self, regimes: list[RefRegime]) -> str | None:
+        """Calls at indices the candidate cannot know: behaviour that changes after N calls."""
+        if not regimes:
+            return None
+        smallest = min(regimes, key=lambda r: r.nbytes)
+        extra = 2 + secrets.randbelow(max(1, min(self.seen.calls, 24)))
+        tol = self.tolerance_for(smallest)
+        configs = list(range(self.seen.passes))
+        for i in range(extra):
+            case = smallest.cases[secrets.randbelow(len(smallest.cases))]
+            while True:
+                chosen = configs[secrets.randbelow(len(configs))]
+                reply, got = self.call(smallest, case, chosen)
+                if reply.ok or not reply.skip or len(configs) == 1:
+                    break
+                configs.remove(chosen)  # a config the autotuner skips: not one it can pick
+            if not reply.ok or got is None:
+                return f"late call {i + 1}/{extra} on {smallest.name}: forward raised {reply.error}"
+            if reply.violations:
+                self.seen.violation = f"late call {i + 1}/{extra}: " + "; ".join(reply.violations)
+                return self.seen.violation
+            want = self.expected.outputs(case)
+            cmp = self.compare(got, want, tol, case)
+            if not cmp.ok:
+                return f"late call {i + 1}/{extra} ({self.seen.calls} calls in all) on {smallest.name}, {case.label}: {cmp.message}"
+        return None
+
+    # GPU ----------------------------------------------------------------------------------------
+    def device_kernels(self, regime: RefRegime) -> str | None:
+        """None if every device kernel of one forward is the candidate's Triton code or a copy."""
+        reply = self.harness.request(
+            {"op": "kernels", "regime": regime.name, "init": str(self.inputs / regime.init),
+             "inputs": str(self.inputs / regime.cases[0].inputs)},
+            KernelsReply,
+        )  # fmt: skip
+        if not reply.ok:
+            return f"listing the device kernels failed: {reply.error}"
+        ours = set(reply.launched) | self.seen.kernels
+        foreign = [k for k in reply.device_kernels
+                   if not ALLOWED_DEVICE_KERNELS.search(k) and not any(k == n or k.startswith(n) for n in ours)]  # fmt: skip
+        if foreign:
+            return f"device kernels that are not the candidate's Triton code ran: {', '.join(foreign[:5])}"
+        return None
+
+    def graph_replay(self, regime: RefRegime) -> str | None:
+        """Replay the captured forward on every case; None when all match. A capture that
+        fails is reported, not failed: the other checks stand."""
+        cases = [c for c in regime.cases if c.kind == "get_inputs"] + [
+            c for c in regime.cases if c.kind != "get_inputs"
+        ]
+        outs = [str(self.harness.out / f"replay-{regime.name}-{i}.pt") for i in range(len(cases))]
+        reply = self.harness.request(
+            {"op": "graph_check", "regime": regime.name, "init": str(self.inputs / regime.init),
+             "inputs": [str(self.inputs / cases[0].inputs)] + [str(self.inputs / c.inputs) for c in cases],
+             "outs": outs},
+            GraphReply,
+        )  # fmt: skip
+        if not reply.ok:
+            return (
+                None
+                if "graph capture failed" in (reply.error or "")
+                else f"graph replay: {reply.error}"
+            )
+        tol = self.tolerance_for(regime)
+        for case, path in zip(cases, outs, strict=True):
+            got = load_outputs(Path(path))
+            want = self.expected.outputs(case)
+            cmp = self.compare(got, want, tol, case)
+            if not cmp.ok:
+                return f"CUDA-graph replay, {case.label}: {cmp.message} (the forward's result does not come from its device work)"
+        return None
+
+    def time(self, regime: RefRegime) -> ProfileReply:
+        return self.harness.request(
+            {"op": "profile", "regime": regime.name, "init": str(self.inputs / regime.init),
+             "inputs": str(self.inputs / regime.cases[0].inputs), "warmup_ms": self.cfg.warmup_ms,
+             "rep_ms": self.cfg.rep_ms},
+            ProfileReply,
+        )  # fmt: skip
+
+
+def load_candidate(harness: Harness, req: GateRequest) -> StageResult | None:
+    """None when ModelNew loaded; else the LOAD failure naming the candidate file."""
+    reply = harness.request(
+        {"op": "load", "candidate": req.candidate, "device": req.device, "seed": req.config.seed},
+        LoadReply,
+    )
+    if reply.ok:
+        return None
+    where = req.candidate + (f":{reply.line}" if reply.line else "")
+    text = f"{where}: {reply.error}"
+    if reply.source_line:
+        text += f"\n    {reply.source_line.rstrip()}"
+    if reply.expected:
+        text += f"\nexpected: {reply.expected}"
+    return failed(Stage.LOAD, text)
+
+
+__all__ = ["CandidateDied", "Checker", "Expected", "load_candidate", "passed"]

@@ -1,0 +1,215 @@
+"""One gate call, stage by stage: reference process, candidate harness, checks, timing.
+
+run_gate (gate/runner.py) has already run the static guards and missed the cache; this module
+owns the two processes and turns what happens to them into stage results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from klineage.gate.checker import Checker, Expected, load_candidate
+from klineage.gate.protocol import RefManifest, RefRegime, RefRequest
+from klineage.gate.records import Fault, GateResult, RegimeOutcome, Stage, StageResult, Status
+from klineage.gate.request import GateRequest, failed, passed
+from klineage.gate.session import (
+    CandidateDied,
+    Clock,
+    Harness,
+    ProblemFault,
+    gpu_lock,
+    run_reference,
+)
+
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+def _split(ref_dir: Path, manifest: RefManifest, workdir: Path) -> tuple[Path, Path]:
+    """Inputs to a folder the candidate may read; expected outputs to one only we can."""
+    inputs, private = workdir / "inputs", workdir / "private"
+    inputs.mkdir()
+    private.mkdir(mode=0o700)
+    for regime in manifest.regimes:
+        shutil.move(str(ref_dir / regime.init), inputs / regime.init)
+        for case in regime.cases:
+            shutil.move(str(ref_dir / case.inputs), inputs / case.inputs)
+            shutil.move(str(ref_dir / case.expected), private / case.expected)
+    for p in (inputs, *inputs.iterdir()):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    shutil.rmtree(ref_dir, ignore_errors=True)
+    return inputs, private
+
+
+def _lock(device: str, clock: Clock) -> contextlib.AbstractContextManager[None]:
+    return gpu_lock(clock) if device == "cuda" else contextlib.nullcontext()
+
+
+def drive(req: GateRequest, workdir: Path, static_ok: StageResult, on_event: EventCallback | None,
+          secret: int) -> GateResult:  # fmt: skip
+    from klineage.gate.runner import assemble
+    from klineage.gate.sandbox import strongest_level
+
+    def event(kind: str, **data: Any) -> None:
+        if on_event is not None:
+            on_event({"type": kind, **data})
+
+    level = strongest_level()
+    clock = Clock(req.config.timeout_s)
+    stages: dict[Stage, StageResult] = {Stage.STATIC_GUARDS: static_ok}
+    event("start", stage=Stage.LOAD.value, detail="reference")
+    ref_req = RefRequest(
+        problem=req.problem, device=req.device, regimes=req.regimes, overrides=req.overrides,
+        config=req.config, secret=secret, time_reference=req.device == "cuda",
+    )  # fmt: skip
+    try:
+        with _lock(req.device, clock):
+            manifest, ref_dir = run_reference(ref_req, workdir, None, clock)
+    except ProblemFault as e:
+        stages[Stage.LOAD] = failed(Stage.LOAD, f"problem: {e.message}")
+        return assemble(req, stages, fault=Fault.PROBLEM, isolation=str(level))
+    inputs, private = _split(ref_dir, manifest, workdir)
+    names = [r.name for r in manifest.regimes]
+    (workdir / "cand").mkdir()
+    harness = Harness(Path(req.candidate), req.device, workdir / "cand", inputs, clock, None)
+    isolation = f"{harness.level}: {harness.description}"
+    checker = Checker(
+        req, harness, Expected(private, manifest), inputs, lambda d: event("progress", detail=d)
+    )
+    running = Stage.LOAD
+    try:
+        bad = load_candidate(harness, req)
+        if bad is not None:
+            stages[Stage.LOAD] = bad
+            return _done(req, stages, manifest, isolation, checker, assemble)
+        stages[Stage.LOAD] = passed(
+            Stage.LOAD, f"Model and ModelNew loaded; regimes: {', '.join(names)}", regimes=names
+        )
+        running = Stage.COMPILE
+        event("start", stage=running.value, detail=names[0])
+        compiled, first = checker.compile(manifest.regimes[0])
+        stages[compiled.stage] = compiled
+        if first is None:
+            return _done(req, stages, manifest, isolation, checker, assemble)
+        running = Stage.RUNTIME_GUARDS
+        if first.violations:
+            stages[running] = failed(running, "; ".join(first.violations))
+            return _done(req, stages, manifest, isolation, checker, assemble)
+        stages[running] = passed(
+            running,
+            f"{first.launches} Triton launch(es); no PyTorch compute, host reads, threads or forks seen",
+        )
+        running = Stage.CORRECTNESS
+        event("start", stage=running.value)
+        with _lock(req.device, clock):
+            _correctness(req, manifest, checker, stages, event)
+            if (
+                stages[Stage.CORRECTNESS].status is Status.PASSED
+                and req.device == "cuda"
+                and not checker.seen.fatal
+            ):
+                running = Stage.PROFILE
+                event("start", stage=running.value)
+                _profile_and_replay(req, manifest, checker, stages, event)
+    except CandidateDied as e:
+        stages[running] = failed(running, str(e))
+        if running is Stage.PROFILE:
+            stages.pop(Stage.PROFILE)
+            stages[Stage.CORRECTNESS] = failed(Stage.CORRECTNESS, f"after timing: {e}")
+    finally:
+        harness.close()
+    timed_out = harness.timed_out
+    if (
+        checker.seen.violation
+        and stages.get(Stage.RUNTIME_GUARDS, static_ok).status is Status.PASSED
+    ):
+        stages[Stage.RUNTIME_GUARDS] = failed(Stage.RUNTIME_GUARDS, checker.seen.violation)
+    if (
+        req.device != "cuda"
+        and stages.get(Stage.CORRECTNESS)
+        and stages[Stage.CORRECTNESS].status is Status.PASSED
+    ):
+        stages[Stage.PROFILE] = StageResult(stage=Stage.PROFILE, status=Status.NOT_MEASURED,
+                                            message="no GPU: timing not measured, and never estimated")  # fmt: skip
+    verdict = _done(req, stages, manifest, isolation, checker, assemble)
+    return verdict.model_copy(update={"timed_out": timed_out}) if timed_out else verdict
+
+
+def _done(req: GateRequest, stages: dict[Stage, StageResult], manifest: RefManifest, isolation: str,
+          checker: Checker, assemble: Any) -> GateResult:  # fmt: skip
+    return assemble(req, stages, environment=manifest.environment, regimes=[r.name for r in manifest.regimes],
+                    isolation=isolation, calls=checker.seen.calls)  # fmt: skip
+
+
+def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
+                 stages: dict[Stage, StageResult], event: Callable[..., None]) -> None:  # fmt: skip
+    import time
+
+    t0 = time.perf_counter()
+    outcomes: list[RegimeOutcome] = []
+    for regime in manifest.regimes:
+        event("progress", detail=f"correctness {regime.name}")
+        outcomes.append(checker.regime(regime))
+        if checker.seen.fatal:
+            break
+    verified = [o for o in outcomes if o.status is Status.PASSED]
+    bad = [o for o in outcomes if o.status is Status.FAILED]
+    unverified = [o for o in outcomes if o.status is Status.NOT_MEASURED]
+    late = None
+    if not bad and verified and not checker.seen.fatal:
+        event("progress", detail="late calls")
+        late = checker.late_calls(
+            [r for r in manifest.regimes if r.name in {o.regime for o in verified}]
+        )
+    passes = checker.seen.passes
+    if bad:
+        status, msg = Status.FAILED, "; ".join(f"{o.regime}: {o.message}" for o in bad)
+    elif late:
+        status, msg = Status.FAILED, late
+    elif not verified:
+        status, msg = (
+            Status.FAILED,
+            "no regime could be verified on this device: "
+            + "; ".join(f"{o.regime}: {o.message}" for o in unverified),
+        )
+    else:
+        status = Status.PASSED
+        msg = f"{len(verified)} regime(s) x {req.config.trials} trials passed, and {checker.seen.calls} calls in all"
+        if passes > 1:
+            msg += f", under every launchable config of the {passes}-config autotune table"
+        if unverified:
+            msg += f"; NOT verified here: {', '.join(o.regime for o in unverified)} (bfloat16 on the CPU)"
+    if checker.seen.fatal:
+        msg += f"; stopped after a fatal device error: {checker.seen.fatal}"
+        status = Status.FAILED
+    stages[Stage.CORRECTNESS] = StageResult(stage=Stage.CORRECTNESS, status=status, message=msg, regimes=outcomes,
+                                            seconds=time.perf_counter() - t0)  # fmt: skip
+
+
+def _profile_and_replay(req: GateRequest, manifest: RefManifest, checker: Checker,
+                        stages: dict[Stage, StageResult], event: Callable[..., None]) -> None:  # fmt: skip
+    from klineage.gate.profile import profile_stage
+
+    correctness = stages[Stage.CORRECTNESS]
+    verified: list[RefRegime] = [r for r in manifest.regimes
+                                 if any(o.regime == r.name and o.status is Status.PASSED for o in correctness.regimes)]  # fmt: skip
+    for regime in verified:
+        event("progress", detail=f"device kernels {regime.name}")
+        why = checker.device_kernels(regime)
+        if why:
+            stages[Stage.RUNTIME_GUARDS] = failed(Stage.RUNTIME_GUARDS, f"{regime.name}: {why}")
+            return
+    stages[Stage.PROFILE] = profile_stage(req, verified, checker, event)
+    for regime in verified:
+        event("progress", detail=f"graph replay {regime.name}")
+        why = checker.graph_replay(regime)
+        if why:
+            stages[Stage.CORRECTNESS] = failed(Stage.CORRECTNESS, f"{regime.name}: {why}")
+            return
+    late = checker.late_calls(verified)
+    if late:
+        stages[Stage.CORRECTNESS] = failed(Stage.CORRECTNESS, f"after timing: {late}")

@@ -1,0 +1,334 @@
+"""The problem's side of the gate: inputs and expected outputs, in a process of their own.
+
+Run isolated as `python -m klineage.gate.reference REQUEST.json OUTDIR`. It imports the problem
+file (which is untrusted code too), builds the reference Model per regime, draws the trial
+inputs and computes the expected outputs, and writes them to OUTDIR as tensors with a manifest
+(gate/protocol.py: RefManifest). It never sees the candidate. A fault of the problem (import,
+get_inputs, Model, a non-finite reference) is written to OUTDIR/error.json with the file and
+line, and the gate reports it as the problem's fault, not the candidate's.
+
+Beyond get_inputs' own draws, each regime gets cases the candidate cannot predict: the inputs of
+an earlier trial changed in place at a few random positions (a cache keyed on a few values or on
+the pointer returns a stale result), and value distributions get_inputs never produces (signs
+flipped where get_inputs is non-negative, a few values 64x larger, all values 32x larger), kept
+only where the reference stays finite on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from klineage.errors import LoadError
+from klineage.gate.protocol import RefCase, RefError, RefManifest, RefRegime, RefRequest
+
+CPU_TIMING = "not measured (CPU, Triton interpreter)"
+GPU_TIMING = "triton.testing.do_bench median, L2 flushed between runs, after a GPU spin-up"
+
+
+def trial_seed(base: int, regime: str, trial: int) -> int:
+    h = hashlib.sha256(f"{base}/{regime}/{trial}".encode()).digest()
+    return int.from_bytes(h[:4], "little")
+
+
+def _save(path: Path, **payload: Any) -> str:
+    import torch
+
+    torch.save(payload, path)
+    return path.name
+
+
+def _cpu(values: list[Any]) -> list[Any]:
+    import torch
+
+    return [v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _outputs(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _nonfinite(values: list[Any]) -> int:
+    import torch
+
+    return sum(
+        int((~torch.isfinite(v)).sum())
+        for v in values
+        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
+    )
+
+
+def _perturbed(values: list[Any], gen: Any) -> list[Any]:
+    """The same inputs with a few positions of each float tensor given other values."""
+    import torch
+
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1:
+            v = v.clone()
+            flat = v.view(-1)
+            k = max(1, flat.numel() // 64)
+            where = torch.randint(0, flat.numel(), (k,), generator=gen)
+            source = torch.randint(0, flat.numel(), (k,), generator=gen)
+            flat[where] = flat[source].flip(0) * -1.5 + 0.25
+        out.append(v)
+    return out
+
+
+def _signed(values: list[Any], gen: Any) -> list[Any] | None:
+    """Half the elements negated, for tensors that get_inputs draws non-negative."""
+    import torch
+
+    changed, out = False, []
+    for v in values:
+        if (
+            isinstance(v, torch.Tensor)
+            and v.is_floating_point()
+            and v.numel() > 1
+            and bool((v >= 0).all())
+        ):
+            sign = torch.where(torch.rand(v.shape, generator=gen) < 0.5, -1.0, 1.0).to(v.dtype)
+            v = v * sign
+            changed = True
+        out.append(v)
+    return out if changed else None
+
+
+def _outliers(values: list[Any], gen: Any) -> list[Any]:
+    """A few elements of each float tensor 64 times larger (an outlier far above the rest)."""
+    import torch
+
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1:
+            v = v.clone()
+            flat = v.view(-1)
+            k = max(1, flat.numel() // 256)
+            where = torch.randint(0, flat.numel(), (k,), generator=gen)
+            flat[where] = flat[where] * 64
+        out.append(v)
+    return out
+
+
+def _scaled(values: list[Any]) -> list[Any]:
+    """Every float tensor 32 times larger: a kernel that assumes values of order one (a fixed
+    shift instead of a max, a clamp) breaks; the reference's own result decides what is right."""
+    import torch
+
+    return [v * 32 if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+
+
+def _magnitude_ratio(want: list[Any], base: list[Any]) -> float:
+    import torch
+
+    def absmax(values: list[Any]) -> float:
+        return max(
+            (float(v.detach().abs().max()) for v in values
+             if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel()),
+            default=0.0,
+        )  # fmt: skip
+
+    b = absmax(base)
+    return max(1.0, absmax(want) / b) if b > 0 else 1.0
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def build_regime(problem: Any, req: RefRequest, regime: str, out: Path) -> RefRegime:
+    import torch
+
+    from klineage.config import GateConfig
+
+    cfg: GateConfig = req.config
+    device = req.device
+    init = problem.init_inputs(regime)
+    torch.manual_seed(cfg.seed)  # the candidate's parameters are made after the same seed
+    with problem.regime_globals(regime):
+        try:
+            model = problem.model_cls(*init)
+        except Exception as e:
+            raise LoadError(
+                str(problem.path), f"Model(*get_init_inputs()) failed: {type(e).__name__}: {e}",
+                line=_line_in(problem.path, e), expected="get_init_inputs to match Model.__init__",
+            ) from e  # fmt: skip
+    model = model.to(device).eval()
+    tag = f"{len(list(out.iterdir()))}"
+    init_file = _save(out / f"init-{tag}.pt", init=_cpu(list(init)))
+
+    def expected(inputs: list[Any]) -> list[Any]:
+        with torch.no_grad(), problem.regime_globals(regime):
+            try:
+                value = model(*[v.clone() if isinstance(v, torch.Tensor) else v for v in inputs])
+            except Exception as e:
+                raise LoadError(
+                    str(problem.path), f"the reference Model.forward raised {type(e).__name__}: {e}",
+                    line=_line_in(problem.path, e), expected="a reference that runs on its own inputs",
+                ) from e  # fmt: skip
+        return _cpu(_outputs(value))
+
+    cases: list[RefCase] = []
+    skipped: list[str] = []
+    trials: list[list[Any]] = []
+    first_out: list[Any] = []
+    for t in range(cfg.trials):
+        torch.manual_seed(trial_seed(cfg.seed, regime, t))
+        inputs = problem.make_inputs(regime, device)
+        want = expected(inputs)
+        bad = _nonfinite(want)
+        if bad:
+            raise LoadError(
+                str(problem.path),
+                f"regime {regime}: the reference output has {bad} non-finite element(s) on trial {t + 1} "
+                "(a kernel that writes nothing would match NaN)",
+                expected="a reference that is finite on get_inputs()",
+            )
+        trials.append(inputs)
+        if not first_out:
+            first_out = want
+        # Odd trials (and the second) reuse one set of buffers with new contents.
+        buffer = "B" if t == 1 or t % 2 == 1 else None
+        cases.append(
+            _case(out, tag, f"trial {t + 1}/{cfg.trials}", "get_inputs", inputs, want, buffer)
+        )
+    gen = torch.Generator().manual_seed(req.secret ^ trial_seed(cfg.seed, regime, 999))
+    base = trials[min(3, len(trials) - 1)]
+    variants: list[tuple[str, list[Any] | None, str | None]] = [
+        ("changed in place at random positions", _perturbed(_cpu(base), gen), "B"),
+        ("signs flipped (get_inputs is non-negative)", _signed(_cpu(trials[0]), gen), None),
+        ("a few values 64x larger", _outliers(_cpu(trials[2 % len(trials)]), gen), "B"),
+        ("every value 32x larger", _scaled(_cpu(trials[-1])), None),
+    ]
+    for label, values, buffer in variants:
+        if values is None:
+            continue
+        values = [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+        want = expected(values)
+        if _nonfinite(want):
+            skipped.append(f"{label}: the reference is not finite there")
+            continue
+        case = _case(out, tag, label, "beyond get_inputs", values, want, buffer)
+        cases.append(case.model_copy(update={"atol_scale": _magnitude_ratio(want, first_out)}))
+    dtypes = [_dtype_name(o.dtype) for o in first_out if isinstance(o, torch.Tensor)]
+    has_bf16 = any(isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 for v in trials[0])
+    flops = None
+    flop_count = getattr(problem.module, "flop_count", None)
+    if callable(flop_count):
+        flops = float(flop_count(*trials[0]))
+    nbytes = sum(
+        v.numel() * v.element_size()
+        for v in [*trials[0], *first_out]
+        if isinstance(v, torch.Tensor)
+    )
+    timing = _time_reference(model, trials[0], problem, regime, cfg) if req.time_reference else {}
+    return RefRegime(
+        name=regime, init=init_file, cases=cases, dtype=dtypes[0] if dtypes else None,
+        tolerance=problem.tolerances.get(dtypes[0]) if dtypes else None,
+        bf16_inputs=has_bf16, skipped_variants=skipped, nbytes=nbytes, flops=flops,
+        input_shapes=[list(v.shape) if isinstance(v, torch.Tensor) else [] for v in trials[0]],
+        input_dtypes=[_dtype_name(v.dtype) if isinstance(v, torch.Tensor) else type(v).__name__ for v in trials[0]],
+        **timing,
+    )  # fmt: skip
+
+
+def _case(
+    out: Path,
+    tag: str,
+    label: str,
+    kind: str,
+    inputs: list[Any],
+    want: list[Any],
+    buffer: str | None,
+) -> RefCase:
+    n = len(list(out.iterdir()))
+    return RefCase(
+        label=label, kind=kind, buffer=buffer,
+        inputs=_save(out / f"in-{tag}-{n}.pt", inputs=_cpu(inputs)),
+        expected=_save(out / f"want-{tag}-{n}.pt", outputs=want),
+    )  # fmt: skip
+
+
+def _time_reference(
+    model: Any, inputs: list[Any], problem: Any, regime: str, cfg: Any
+) -> dict[str, Any]:
+    import torch
+    import triton.testing
+
+    def bench(fn: Any) -> float:
+        return float(triton.testing.do_bench(fn, warmup=cfg.warmup_ms, rep=cfg.rep_ms))
+
+    row: dict[str, Any] = {}
+    with torch.no_grad(), problem.regime_globals(regime):
+        row["eager_ms"] = bench(lambda: model(*inputs))
+        if cfg.profile_compile:
+            try:
+                compiled = torch.compile(model)
+                compiled(*inputs)
+                row["compile_ms"] = bench(lambda: compiled(*inputs))
+            except Exception as e:  # a fact about the baseline, not the candidate
+                row["compile_error"] = (
+                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                )
+    return row
+
+
+def _line_in(path: Path, exc: BaseException) -> int | None:
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if Path(frame.filename).resolve() == Path(path).resolve():
+            line = frame.lineno
+    return line
+
+
+def run(req: RefRequest, out: Path) -> RefManifest:
+    import torch
+
+    from klineage.environment import capture_environment
+    from klineage.gate.profile import spin_up_gpu
+    from klineage.problem import load_problem
+
+    problem = load_problem(Path(req.problem), req.overrides)
+    regimes = problem.select_regimes(req.regimes or None, req.device)
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 references are exact fp32
+    torch.backends.cudnn.allow_tf32 = False
+    if req.time_reference and req.config.spin_up_ms > 0:
+        spin_up_gpu(req.config.spin_up_ms)
+    t0 = time.perf_counter()
+    built = [build_regime(problem, req, r, out) for r in regimes]
+    env = capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING)
+    return RefManifest(regimes=built, environment=env, seconds=time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m klineage.gate.reference REQUEST.json OUTDIR", file=sys.stderr)
+        return 2
+    req = RefRequest.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
+    out = Path(args[1])
+    try:
+        manifest = run(req, out)
+    except LoadError as e:
+        err = RefError(message=e.render(), path=e.path, line=e.line)
+        (out / "error.json").write_text(err.model_dump_json(), encoding="utf-8")
+        return 3
+    except Exception as e:
+        line = _line_in(Path(req.problem), e)
+        where = f"{req.problem}:{line}" if line else req.problem
+        err = RefError(message=f"{where}: {type(e).__name__}: {e}", path=req.problem, line=line)
+        (out / "error.json").write_text(err.model_dump_json(), encoding="utf-8")
+        traceback.print_exc()
+        return 3
+    (out / "manifest.json").write_text(manifest.model_dump_json(), encoding="utf-8")
+    print(json.dumps({"regimes": [r.name for r in manifest.regimes]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,358 @@
+"""The parent's side of one gate call: two isolated processes, and the checks between them.
+
+1. The reference process (gate/reference.py, sandboxed: problem files are untrusted code too)
+   writes every case's inputs and expected outputs. Its faults are the problem's.
+2. The expected outputs move to a folder only the parent can read; the candidate's harness
+   (gate/harness.py, sandboxed, no klineage code in its process) is started with the inputs.
+3. The parent sends one call at a time and compares what comes back, here, where the candidate
+   cannot reach: every call is checked, calls are issued in an order and number it cannot know,
+   inputs change in place between calls, and on a GPU the forward is replayed from a CUDA graph
+   and its device kernels are listed.
+
+Everything the harness sends is untrusted data: a reply that does not validate, a file that is
+not plain tensors, a process that dies or hangs is a rejection with its reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from klineage.gate.protocol import (
+    MAX_REPLY_BYTES,
+    RefError,
+    RefManifest,
+    RefRequest,
+)
+from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command
+
+R = TypeVar("R", bound=BaseModel)
+EventCallback = Callable[[dict[str, Any]], None]
+_SRC_ROOT = Path(__file__).resolve().parents[2]
+HARNESS = Path(__file__).with_name("harness.py")
+
+
+class CandidateDied(Exception):
+    """The candidate's process hung, died, or sent something that is not a reply."""
+
+
+class ProblemFault(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class Clock:
+    """The candidate's time budget; time spent waiting for the GPU lock is not charged."""
+
+    timeout_s: float
+    start: float = field(default_factory=time.monotonic)
+    waited: float = 0.0
+
+    def left(self) -> float:
+        return self.timeout_s - (time.monotonic() - self.start - self.waited)
+
+
+def killed_by(rc: int) -> int | None:
+    """The signal that ended a child, if one did. Under bubblewrap a child killed by signal N
+    exits with 128 + N rather than -N (bwrap is the process we wait for)."""
+    if rc < 0:
+        return -rc
+    if rc > 128 and (rc - 128) in {s.value for s in signal.Signals}:
+        return rc - 128
+    return None
+
+
+def signal_name(code: int) -> str:
+    """The name and meaning of signal `code` (a positive number)."""
+    code = -abs(code)
+    try:
+        sig = signal.Signals(-code)
+    except ValueError:
+        return f"signal {-code}"
+    meaning = {
+        signal.SIGSEGV: "segmentation fault",
+        signal.SIGABRT: "abort",
+        signal.SIGKILL: "killed (out of memory?)",
+        signal.SIGBUS: "bus error",
+        signal.SIGFPE: "floating-point exception",
+        signal.SIGXCPU: "CPU time limit",
+        signal.SIGXFSZ: "file size limit",
+    }
+    return f"{sig.name} ({meaning.get(sig, 'signal')})"
+
+
+def tail(path: Path, lines: int = 12, limit: int = 4000) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")[-limit * 4 :]
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])[-limit:]
+
+
+def limits_for(device: str, timeout_s: float) -> Limits:
+    return Limits(
+        memory_bytes=None if device == "cuda" else 12 << 30,
+        file_size_bytes=(64 << 30) if device == "cuda" else (4 << 30),
+        cpu_seconds=int(max(60.0, timeout_s * 4)),
+        processes=None,
+    )
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait()
+
+
+@contextlib.contextmanager
+def gpu_lock(clock: Clock) -> Iterator[None]:
+    """Hold the GPU alone for correctness and timing (flock on a file named by the visible
+    device, in $KLINEAGE_GPU_LOCK_DIR or /tmp); the wait is not charged to the candidate."""
+    ident = os.environ.get("CUDA_VISIBLE_DEVICES", "all").split(",")[0] or "all"
+    d = Path(os.environ.get("KLINEAGE_GPU_LOCK_DIR", "/tmp"))
+    fd = os.open(d / f"klineage-gpu-{ident.replace('/', '_')}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+    t0 = time.monotonic()
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        clock.waited += time.monotonic() - t0
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+# -- the reference process ------------------------------------------------------------------------
+
+
+def run_reference(
+    req: RefRequest, workdir: Path, isolation: IsolationLevel | None, clock: Clock
+) -> tuple[RefManifest, Path]:
+    """Inputs and expected outputs of every case; raises ProblemFault naming the problem file."""
+    out = workdir / "ref"
+    out.mkdir()
+    req_path = workdir / "ref-request.json"
+    req_path.write_text(req.model_dump_json(), encoding="utf-8")
+    log = workdir / "ref.log"
+    spec = sandbox_command(
+        [sys.executable, "-m", "klineage.gate.reference", str(req_path), str(out)],
+        workdir=workdir / "ref-sandbox",
+        readonly=[_SRC_ROOT, Path(req.problem).parent, req_path],
+        writable=[out],
+        device=req.device,
+        limits=limits_for(req.device, clock.timeout_s),
+        level=isolation,
+        env_keep=_child_env(req.device, with_src=True),
+    )
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(
+            spec.argv, env=spec.env, cwd=spec.cwd, preexec_fn=spec.preexec_fn,
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, pass_fds=spec.pass_fds,
+        )  # fmt: skip
+        try:
+            proc.wait(timeout=max(clock.left(), 1.0))
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            raise ProblemFault(
+                f"{req.problem}: the problem did not finish making inputs and reference outputs "
+                f"within {clock.timeout_s:g} s (get_inputs or Model hangs, or the regimes are too "
+                "large for this device: shrink them with --set)"
+            ) from None
+    err_file = out / "error.json"
+    if err_file.exists():
+        try:
+            err = RefError.model_validate_json(err_file.read_text(encoding="utf-8"))
+        except (ValidationError, OSError) as e:
+            raise ProblemFault(
+                f"{req.problem}: the reference process wrote an unreadable error ({e})"
+            ) from e
+        raise ProblemFault(err.message)
+    try:
+        manifest = RefManifest.model_validate_json(
+            (out / "manifest.json").read_text(encoding="utf-8")
+        )
+    except (OSError, ValidationError) as e:
+        sig = killed_by(proc.returncode)
+        how = (
+            f"was killed by {signal_name(sig)}"
+            if sig is not None
+            else f"exited with code {proc.returncode}"
+        )
+        last = tail(log)
+        raise ProblemFault(
+            f"{req.problem}: the problem's process {how} before writing its reference outputs"
+            + (f"; last output:\n{last}" if last else "")
+        ) from e
+    return manifest, out
+
+
+def _child_env(device: str, *, with_src: bool) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if with_src:
+        env["PYTHONPATH"] = str(_SRC_ROOT)
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+# -- the candidate's harness ----------------------------------------------------------------------
+
+
+class Harness:
+    """The candidate's process, driven one command at a time."""
+
+    def __init__(self, candidate: Path, device: str, workdir: Path, inputs: Path, clock: Clock,
+                 isolation: IsolationLevel | None) -> None:  # fmt: skip
+        self.clock = clock
+        self.device = device
+        self.workdir = workdir
+        self.log = workdir / "candidate.log"
+        self.out = workdir / "out"
+        self.out.mkdir()
+        run_dir = workdir / "run"
+        run_dir.mkdir()
+        script = run_dir / "main.py"
+        shutil.copyfile(HARNESS, script)
+        cmd_r, self._cmd_w = os.pipe()
+        self._rep_r, rep_w = os.pipe()
+        spec = sandbox_command(
+            [sys.executable, "-I", str(script), str(cmd_r), str(rep_w)],
+            workdir=workdir / "sandbox",
+            readonly=[candidate.parent, inputs, run_dir],
+            writable=[self.out],
+            device=device,
+            limits=limits_for(device, clock.timeout_s),
+            level=isolation,
+            env_keep=_child_env(device, with_src=False),
+            pass_fds=(cmd_r, rep_w),
+        )  # fmt: skip
+        self.level = spec.level
+        self.description = spec.description
+        with open(self.log, "wb") as logf:
+            self.proc = subprocess.Popen(
+                spec.argv, env=spec.env, cwd=spec.cwd, preexec_fn=spec.preexec_fn,
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, pass_fds=spec.pass_fds,
+            )  # fmt: skip
+        os.close(cmd_r)
+        os.close(rep_w)
+        self._buf = b""
+        self._next = 1
+        self.timed_out = False
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._cmd_w, b'{"op": "exit"}\n')
+        with contextlib.suppress(OSError):
+            os.close(self._cmd_w)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2.0)
+        _kill(self.proc)
+        with contextlib.suppress(OSError):
+            os.close(self._rep_r)
+
+    def _death(self) -> str:
+        rc = self.proc.poll()
+        last = tail(self.log)
+        if rc is None or self.timed_out:
+            return f"timed out after {self.clock.timeout_s:g} s (infinite loop or hang?); the candidate's process was killed"
+        sig = killed_by(rc)
+        how = (
+            f"killed by {signal_name(sig)}" if sig is not None
+            else f"exited with code {rc} before finishing (os._exit or sys.exit in the candidate?)"
+        )  # fmt: skip
+        return f"candidate process {how}" + (f"; last output:\n{last}" if last else "")
+
+    def request(self, cmd: dict[str, Any], model: type[R]) -> R:
+        cmd = {**cmd, "id": self._next}
+        self._next += 1
+        try:
+            os.write(self._cmd_w, (json.dumps(cmd) + "\n").encode())
+        except OSError:
+            self.proc.wait(timeout=5)
+            raise CandidateDied(self._death()) from None
+        while b"\n" not in self._buf:
+            left = self.clock.left()
+            if left <= 0:
+                self.timed_out = True
+                _kill(self.proc)
+                raise CandidateDied(self._death())
+            ready, _, _ = select.select([self._rep_r], [], [], min(left, 0.5))
+            if not ready:
+                if self.proc.poll() is not None:
+                    raise CandidateDied(self._death())
+                continue
+            chunk = os.read(self._rep_r, 1 << 16)
+            if not chunk:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
+                raise CandidateDied(self._death())
+            self._buf += chunk
+            if len(self._buf) > MAX_REPLY_BYTES:
+                _kill(self.proc)
+                raise CandidateDied(
+                    "the candidate's process flooded the reply channel (a reply over 1 MiB)"
+                )
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            reply = model.model_validate_json(line)
+        except ValidationError as e:
+            _kill(self.proc)
+            raise CandidateDied(
+                f"the candidate's process sent a malformed reply ({e.error_count()} error(s): {str(e).splitlines()[0]})"
+            ) from None
+        if getattr(reply, "id", None) != cmd["id"]:
+            _kill(self.proc)
+            raise CandidateDied(
+                f"the candidate's process answered command {getattr(reply, 'id', None)} to command {cmd['id']}"
+            )
+        return reply
+
+
+def load_outputs(path: Path) -> list[Any]:
+    """A candidate's outputs, read as data: plain tensors and numbers, nothing else."""
+    import torch
+
+    try:
+        payload = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as e:
+        raise CandidateDied(
+            f"the candidate's outputs could not be read as tensors ({type(e).__name__}: {str(e)[:200]})"
+        ) from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("outputs"), list):
+        raise CandidateDied("the candidate's output file does not hold an output list")
+    outs = payload["outputs"]
+    for k, o in enumerate(outs):
+        if not (o is None or type(o) is torch.Tensor or isinstance(o, bool | int | float)):
+            raise CandidateDied(f"output {k} came back as {type(o).__name__}")
+    return outs
+
+
+@dataclass
+class Checked:
+    """What the candidate did on the calls so far."""
+
+    kernels: set[str] = field(default_factory=set)
+    autotuners: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    violation: str | None = None
+    fatal: str | None = None
+
+    @property
+    def passes(self) -> int:
+        return max(self.autotuners.values(), default=1)
