@@ -27,14 +27,26 @@ def main() -> None:
     )
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--repeat", type=int, default=3, help="cold calls to take the median of")
+    ap.add_argument(
+        "--steady",
+        action="store_true",
+        help="as in an optimize loop: a new candidate each call (the example with a comment "
+        "appended), one cache, so what does not depend on the candidate may be reused",
+    )
     args = ap.parse_args()
     colds, cached, stages = [], [], {}
-    for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory() as cache_dir:
+    shared = tempfile.mkdtemp()
+    for i in range(args.repeat):
+        with tempfile.TemporaryDirectory() as fresh:
+            cache_dir = shared if args.steady else fresh
+            candidate = EXAMPLE / "candidate.py"
+            if args.steady:
+                candidate = Path(fresh) / "candidate.py"
+                candidate.write_text((EXAMPLE / "candidate.py").read_text() + f"\n# call {i}\n")
             t0 = time.perf_counter()
             r = run_gate(
                 EXAMPLE / "problem.py",
-                EXAMPLE / "candidate.py",
+                candidate,
                 device=args.device,
                 config=GateConfig(),
                 cache_dir=Path(cache_dir),
@@ -45,7 +57,7 @@ def main() -> None:
             t0 = time.perf_counter()
             r2 = run_gate(
                 EXAMPLE / "problem.py",
-                EXAMPLE / "candidate.py",
+                candidate,
                 device=args.device,
                 config=GateConfig(),
                 cache_dir=Path(cache_dir),
@@ -56,7 +68,7 @@ def main() -> None:
     cached.sort()
     env = r.environment.model_dump() if r.environment else {}
     row = {
-        "device": args.device, "regimes": r.regimes, "cold_s_median": round(colds[len(colds) // 2], 2),
+        "device": args.device, "steady": args.steady, "regimes": r.regimes, "cold_s_median": round(colds[len(colds) // 2], 2),
         "cold_s_all": [round(c, 2) for c in colds], "cached_s_median": round(cached[len(cached) // 2], 3),
         "stage_seconds_last_cold": stages, "environment": env,
     }  # fmt: skip

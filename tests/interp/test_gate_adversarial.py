@@ -49,10 +49,10 @@ REJECTIONS = [
     ),
     ("torch_compute_in_forward", Stage.STATIC_GUARDS, ["torch.softmax", "no_torch_compute"]),
     ("calls_reference", Stage.STATIC_GUARDS, ["imports the reference Model"]),
-    ("calls_reference_hidden", Stage.RUNTIME_GUARDS, ["reference Model.forward was called"]),
+    ("calls_reference_hidden", Stage.STATIC_GUARDS, ["imports sys"]),
     ("try_except", Stage.STATIC_GUARDS, ["try/except"]),
     ("cached_by_pointer", Stage.CORRECTNESS, ["output unchanged although the inputs changed"]),
-    ("os_exit", Stage.COMPILE, ["exited with code 3"]),
+    ("os_exit", Stage.STATIC_GUARDS, ["os._exit"]),
     ("segfault", Stage.COMPILE, ["SIGSEGV"]),
     ("syntax_error", Stage.LOAD, ["syntax_error.py:6", "syntax error", "^"]),
     ("missing_modelnew", Stage.LOAD, ["no class ModelNew", "Model2"]),
@@ -82,6 +82,24 @@ def test_adversarial_candidate_is_rejected_at_the_right_stage(
         assert word in text, f"{word!r} not in: {text}"
     later = [s for s in r.stages if s.stage.value != stage.value][list(Stage).index(stage) :]
     assert all(s.status is not Status.PASSED for s in later if s.stage is Stage.PROFILE)
+
+
+@pytest.mark.parametrize(
+    ("candidate", "stage", "words"),
+    [
+        # The reference is in another process: the lookup finds nothing to call.
+        ("calls_reference_hidden", Stage.COMPILE, ["KeyError"]),
+        ("os_exit", Stage.COMPILE, ["exited with code 3"]),
+    ],
+)
+def test_past_the_static_guards_the_harness_still_rejects(
+    candidate: str, stage: Stage, words: list[str]
+) -> None:
+    r = run_gate(
+        PROBLEM, CANDIDATES / f"{candidate}.py", config=GateConfig(cache=False), static_guards=False
+    )
+    assert r.failed_stage is stage, r.message
+    assert all(w in r.message for w in words), r.message
 
 
 def test_hardcoded_shape_passes_one_regime_and_fails_the_others() -> None:

@@ -105,12 +105,14 @@ SHIPPED = sorted(
     for pattern in ("expert.py", "naive.py", "candidate.py")
     for p in (ROOT / "src" / "klineage").glob(f"**/{pattern}")
 )
+# A GPU cheat that only runs with the static guards off (it blinds the monitors through gc).
+GPU_STATIC_CHEATS = ("pause_counter.py",)
 # Legitimate kernels the test suites gate (the GPU ones fail at run time, never statically).
 TEST_KERNELS = sorted(
     p
     for folder in ("tests/interp/kernels", "tests/interp/unseen", "tests/gpu/candidates")
     for p in (ROOT / folder).glob("*.py")
-    if p.name != "__init__.py"
+    if p.name != "__init__.py" and p.name not in GPU_STATIC_CHEATS
 )
 # Adversarial files the static guards caught before these rules were added: still caught.
 STATICALLY_REJECTED = ("calls_reference", "torch_compute_in_forward", "try_except")

@@ -128,6 +128,12 @@ class Checker:
             return failed(
                 Stage.LOAD, f"{where}: {reply.init_error}\nexpected: {reply.expected}"
             ), None
+        if not reply.ok and reply.violations:
+            # The call died because a guard refused something (a thread start): it compiled.
+            self.seen.violation = "; ".join(reply.violations)
+            return passed(
+                Stage.COMPILE, f"first call on regime {regime.name} stopped by a runtime guard"
+            ), None
         if not reply.ok:
             return failed(Stage.COMPILE, f"first call on regime {regime.name}: {reply.error}"), None
         tuned = ", ".join(f"{k} ({v} configs)" for k, v in self.seen.autotuners.items())
@@ -161,6 +167,16 @@ class Checker:
                             f"config {c + 1} ({forced}): {(reply.error or '').split(':')[0]}"
                         )
                         break
+                    if reply.violations:
+                        self.seen.violation = f"{case.label}: " + "; ".join(reply.violations)
+                        return self._fail(
+                            regime,
+                            case,
+                            c,
+                            passes,
+                            reply,
+                            f"runtime guard: {'; '.join(reply.violations)}",
+                        )
                     if reply.fatal:
                         self.seen.fatal = reply.error
                     return self._fail(

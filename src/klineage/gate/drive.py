@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from klineage.gate.checker import Checker, Expected, load_candidate
-from klineage.gate.protocol import RefManifest, RefRegime, RefRequest
+from klineage.gate.protocol import RefManifest, RefRegime, RefRequest, RefTiming, RefTimings
 from klineage.gate.records import Fault, GateResult, RegimeOutcome, Stage, StageResult, Status
 from klineage.gate.request import GateRequest, failed, passed
 from klineage.gate.session import (
@@ -45,12 +45,59 @@ def _split(ref_dir: Path, manifest: RefManifest, workdir: Path) -> tuple[Path, P
     return inputs, private
 
 
+def _cached_reference_timings(
+    req: GateRequest, cache_root: Path | None
+) -> tuple[Any, str, RefTimings | None]:
+    """The reference's eager and torch.compile times from an earlier call, if any (GPU only)."""
+    from klineage.gate.cache import GateCache, cache_key
+    from klineage.gate.runner import _environment_fingerprint
+
+    if req.device != "cuda" or cache_root is None:
+        return None, "", None
+    cfg = req.config
+    key = cache_key({
+        "problem": Path(req.problem).read_text(encoding="utf-8"), "regimes": req.regimes,
+        "overrides": req.overrides, "seed": cfg.seed, "warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms,
+        "spin_up_ms": cfg.spin_up_ms, "profile_compile": cfg.profile_compile,
+        "env": _environment_fingerprint(req.device), "what": "reference timings",
+    })  # fmt: skip
+    cache = GateCache(cache_root, folder="reference", model=RefTimings)
+    return cache, key, cache.get(key)
+
+
+def _with_timings(
+    manifest: RefManifest, timings: RefTimings | None, cache: Any, key: str
+) -> RefManifest:
+    if timings is None:
+        if cache is not None and all(r.eager_ms is not None for r in manifest.regimes):
+            cache.put(key, RefTimings(regimes={
+                r.name: RefTiming(eager_ms=r.eager_ms, compile_ms=r.compile_ms, compile_error=r.compile_error)
+                for r in manifest.regimes
+            }))  # fmt: skip
+        return manifest
+    regimes = [
+        r.model_copy(update=timings.regimes[r.name].model_dump())
+        if r.name in timings.regimes
+        else r
+        for r in manifest.regimes
+    ]
+    return manifest.model_copy(update={"regimes": regimes})
+
+
 def _lock(device: str, clock: Clock) -> contextlib.AbstractContextManager[None]:
     return gpu_lock(clock) if device == "cuda" else contextlib.nullcontext()
 
 
-def drive(req: GateRequest, workdir: Path, static_ok: StageResult, on_event: EventCallback | None,
-          secret: int) -> GateResult:  # fmt: skip
+def drive(
+    req: GateRequest,
+    workdir: Path,
+    static_ok: StageResult,
+    on_event: EventCallback | None,
+    secret: int,
+    cache_root: Path | None = None,
+) -> GateResult:
+    """One gate call after the static guards; cache_root, when given, keeps the reference's
+    timings between calls (they do not depend on the candidate)."""
     from klineage.gate.runner import assemble
     from klineage.gate.sandbox import strongest_level
 
@@ -59,22 +106,27 @@ def drive(req: GateRequest, workdir: Path, static_ok: StageResult, on_event: Eve
             on_event({"type": kind, **data})
 
     level = strongest_level()
-    clock = Clock(req.config.timeout_s)
     stages: dict[Stage, StageResult] = {Stage.STATIC_GUARDS: static_ok}
     event("start", stage=Stage.LOAD.value, detail="reference")
+    timings_cache, timings_key, timings = _cached_reference_timings(req, cache_root)
     ref_req = RefRequest(
         problem=req.problem, device=req.device, regimes=req.regimes, overrides=req.overrides,
-        config=req.config, secret=secret, time_reference=req.device == "cuda",
+        config=req.config, secret=secret, time_reference=req.device == "cuda" and timings is None,
     )  # fmt: skip
     try:
-        with _lock(req.device, clock):
-            manifest, ref_dir = run_reference(ref_req, workdir, None, clock)
+        # The problem's time is its own: a slow reference (or torch.compile) is not charged to
+        # the candidate, whose clock starts with its own process.
+        ref_clock = Clock(req.config.timeout_s)
+        with _lock(req.device, ref_clock):
+            manifest, ref_dir = run_reference(ref_req, workdir, None, ref_clock)
     except ProblemFault as e:
         stages[Stage.LOAD] = failed(Stage.LOAD, f"problem: {e.message}")
         return assemble(req, stages, fault=Fault.PROBLEM, isolation=str(level))
+    manifest = _with_timings(manifest, timings, timings_cache, timings_key)
     inputs, private = _split(ref_dir, manifest, workdir)
     names = [r.name for r in manifest.regimes]
     (workdir / "cand").mkdir()
+    clock = Clock(req.config.timeout_s)
     harness = Harness(Path(req.candidate), req.device, workdir / "cand", inputs, clock, None)
     isolation = f"{harness.level}: {harness.description}"
     checker = Checker(
@@ -94,6 +146,8 @@ def drive(req: GateRequest, workdir: Path, static_ok: StageResult, on_event: Eve
         compiled, first = checker.compile(manifest.regimes[0])
         stages[compiled.stage] = compiled
         if first is None:
+            if checker.seen.violation:
+                stages[Stage.RUNTIME_GUARDS] = failed(Stage.RUNTIME_GUARDS, checker.seen.violation)
             return _done(req, stages, manifest, isolation, checker, assemble)
         running = Stage.RUNTIME_GUARDS
         if first.violations:

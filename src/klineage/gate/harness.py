@@ -349,7 +349,8 @@ def _install_mode_guards() -> None:
         return call
 
     for module, name in ((python_dispatch, "_pop_mode"), (python_dispatch, "_disable_current_modes"),
-                         (torch._C, "_pop_torch_dispatch_stack"), (torch._C, "_pop_torch_function_stack")):  # fmt: skip
+                         (torch._C, "_pop_torch_dispatch_stack"), (torch._C, "_pop_torch_function_stack"),
+                         (torch._C, "_DisableTorchDispatch")):  # fmt: skip
         if hasattr(module, name):
             setattr(module, name, guarded(getattr(module, name), name))
 
@@ -528,10 +529,12 @@ class Harness:
         STATE.in_forward = True
         try:
             with torch.no_grad(), function_cls(), dispatch:
-                out = model(*inputs)
-                if self.device == "cuda":
-                    torch.cuda.synchronize()
-                STATE.closing = True  # our own exit pops the monitor, legitimately
+                try:
+                    out = model(*inputs)
+                    if self.device == "cuda":
+                        torch.cuda.synchronize()
+                finally:
+                    STATE.closing = True  # our own exit pops the monitors, legitimately
         finally:
             STATE.in_forward = STATE.closing = False
         forbidden = dispatch.forbidden()
@@ -576,6 +579,7 @@ class Harness:
                 or "device-side assert" in text
             )
             return {**reply, "ok": False, "error": short_error(e), "skip": skip, "fatal": fatal,
+                    "violations": list(STATE.violations),
                     "forced": dict(STATE.forced), "autotuners": dict(STATE.autotuners)}  # fmt: skip
         finally:
             STATE.force_config = None

@@ -173,7 +173,8 @@ def run_gate(
     )
     workdir = _private_dir()
     try:
-        result = drive(req, workdir, static_ok, on_event, secrets.randbits(62))
+        result = drive(req, workdir, static_ok, on_event, secrets.randbits(62),
+                       (cache_dir or default_cache_dir()) if config.cache else None)  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result = result.model_copy(update={"cache_key": key, "seconds": time.perf_counter() - t0})

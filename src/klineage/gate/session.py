@@ -153,7 +153,7 @@ def run_reference(
     spec = sandbox_command(
         [sys.executable, "-m", "klineage.gate.reference", str(req_path), str(out)],
         workdir=workdir / "ref-sandbox",
-        readonly=[_SRC_ROOT, Path(req.problem).parent, req_path],
+        readonly=[*_python_path(), Path(req.problem).parent, req_path],
         writable=[out],
         device=req.device,
         limits=limits_for(req.device, clock.timeout_s),
@@ -202,10 +202,17 @@ def run_reference(
     return manifest, out
 
 
+def _python_path() -> list[Path]:
+    """klineage's source and the parent's PYTHONPATH entries (where pydantic may live, as on the
+    GPU machine): the reference process imports klineage, the harness does not."""
+    extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return [_SRC_ROOT, *(p.resolve() for p in extra if p.is_dir() and p.resolve() != _SRC_ROOT)]
+
+
 def _child_env(device: str, *, with_src: bool) -> dict[str, str]:
     env: dict[str, str] = {}
     if with_src:
-        env["PYTHONPATH"] = str(_SRC_ROOT)
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in _python_path())
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     return env

@@ -1,6 +1,6 @@
 """Adversarial: imports a module that does not exist."""
 
-import klineage_no_such_module
+import triton.klineage_no_such_module
 import torch
 import torch.nn as nn
 import triton

@@ -1,5 +1,5 @@
 """Hostile (problem-fault): an otherwise valid softmax problem whose import writes a file outside any temporary directory (Path.home() / "klineage-hostile-marker"), standing in for deleting or creating the user's files.
-Expect: problem error (exit 2) naming marker_at_import.py:12 — the hardened gate imports problems in a sandbox with no writable home, so the write raises; the real home must hold no marker.
+Expect: accepted, and the real home holds no marker — the gate imports problems in a sandbox whose HOME is a private folder, so the write lands there and is thrown away.
 
 Safety: it only creates (or rewrites) that one marker file; nothing is deleted.
 """
