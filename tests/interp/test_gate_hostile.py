@@ -96,14 +96,24 @@ def test_hostile_candidate_is_rejected_at_its_layer(name: str) -> None:
     assert word in r.message, r.message
 
 
-@pytest.mark.parametrize(
-    "name", sorted(n for n, (s, off, _) in CASES.items() if s is Stage.STATIC_GUARDS)
-)
+# Past the static guards, one or two of each class in CI (each is a full gate call on the CPU);
+# KLINEAGE_HOSTILE_ALL=1 runs every one (docs/benchmarks.md has that run).
+PAST_STATIC_IN_CI = {
+    "expected_from_stack", "patch_compare", "patch_torch_softmax", "thread_compute", "fork_compute",
+    "numpy_compute", "ctypes_memmove", "disable_modes", "custom_op_clone", "lazy_subclass_function",
+    "klineage_in_sys_modules", "plant_cache_verdicts",
+}  # fmt: skip
+PAST_STATIC = sorted(
+    n for n, (s, off, _) in CASES.items()
+    if s is Stage.STATIC_GUARDS and off is not None
+    and (n in PAST_STATIC_IN_CI or os.environ.get("KLINEAGE_HOSTILE_ALL") == "1")
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PAST_STATIC)
 def test_without_static_guards_the_later_layers_still_hold(name: str) -> None:
     _, stage, _ = CASES[name]
     r = gate(HOSTILE / f"{name}.py", static_guards=False)
-    if stage is None:  # only the static guard is meant to catch it
-        return
     assert not r.accepted, f"{name} got past every layer after the static guards"
     assert r.failed_stage is stage, r.message
 
@@ -263,3 +273,39 @@ def test_a_candidate_that_kills_its_parent_kills_nothing(level: str) -> None:
     else:
         assert done.returncode == 0, done.stdout + done.stderr
         assert "VERDICT False" in done.stdout
+
+
+def test_an_optimize_loop_whose_llm_writes_hostile_code_finishes(tmp_path: Path) -> None:
+    """An LLM materializer that answers with store forgers, cache planters and parent killers:
+    every proposal is rejected, the loop finishes, and the store keeps what the parent wrote."""
+    from klineage.llm import get_backend
+    from klineage.optimize import Settings, optimize
+    from klineage.skills import read_json
+    from klineage.skills.library import shipped_library_path
+    from klineage.store import open_store
+    from tests.conftest import KERNELS
+
+    rows = next(
+        s for s in read_json(shipped_library_path()) if s.rewrite.pass_name == "rows_per_program"
+    )
+    skills = [
+        rows,
+        *(
+            rows.model_copy(update={"id": f"copy{i}", "anchor": f"{rows.anchor} ({i})"})
+            for i in (1, 2)
+        ),
+    ]
+    hostile = [
+        (HOSTILE / f"{n}.py").read_text()
+        for n in ("store_update_accepted", "plant_cache_verdicts", "plant_then_kill_parent")
+    ]
+    llm = get_backend("scripted")
+    llm.enqueue([f"```python\n{src}```" for src in hostile] * 2)  # type: ignore[attr-defined]
+    store = open_store(tmp_path / "k.db")
+    rms = KERNELS / "rmsnorm"
+    summary = optimize(rms / "problem.py", rms / "naive.py", store=store, skills=skills,
+                       settings=Settings(budget=4, regimes=["tiny"], repair=False),
+                       config=GateConfig(cache=False), llm=llm)  # fmt: skip
+    trials = store.trials(summary["run_id"])
+    assert trials and all(not t.accepted for t in trials if t.gated)
+    assert summary["best_source"] == (rms / "naive.py").read_text()

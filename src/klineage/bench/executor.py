@@ -56,7 +56,7 @@ class LocalExecutor:
         if device == "cuda" and gpus == 0:
             raise UsageError("--device cuda: no GPU visible to the bench executor")
         # Several workers may share a GPU: the gate locks the device for its correctness and
-        # timing stages (gate/worker.py: gpu_lock), so only start-up and compiles overlap.
+        # timing stages (gate/session.py: gpu_lock), so only start-up and compiles overlap.
         n = workers or (gpus * per_gpu if device == "cuda" else 1)
         init: dict[str, Any] = {}
         if device == "cuda":

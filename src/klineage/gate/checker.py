@@ -253,7 +253,7 @@ class Checker:
         if not regimes:
             return None
         smallest = min(regimes, key=lambda r: r.nbytes)
-        extra = 2 + secrets.randbelow(max(1, min(self.seen.calls, 24)))
+        extra = 2 + secrets.randbelow(max(1, min(self.seen.calls, 12)))
         tol = self.tolerance_for(smallest)
         configs = list(range(self.seen.passes))
         for i in range(extra):

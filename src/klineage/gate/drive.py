@@ -84,6 +84,23 @@ def _with_timings(
     return manifest.model_copy(update={"regimes": regimes})
 
 
+def _reference_cases(req: GateRequest, cache_root: Path | None) -> tuple[Any, str]:
+    """The reference's cases from an earlier call on the same problem, regimes and settings."""
+    from klineage.gate.cache import cache_key
+    from klineage.gate.refcache import ReferenceCache
+    from klineage.gate.runner import GATE_PROTOCOL, _environment_fingerprint
+
+    if cache_root is None:
+        return None, ""
+    cfg = req.config
+    key = cache_key({
+        "problem": Path(req.problem).read_text(encoding="utf-8"), "regimes": req.regimes,
+        "overrides": req.overrides, "device": req.device, "seed": cfg.seed, "trials": cfg.trials,
+        "env": _environment_fingerprint(req.device), "gate": GATE_PROTOCOL,
+    })  # fmt: skip
+    return ReferenceCache(cache_root), key
+
+
 def _lock(device: str, clock: Clock) -> contextlib.AbstractContextManager[None]:
     return gpu_lock(clock) if device == "cuda" else contextlib.nullcontext()
 
@@ -113,16 +130,23 @@ def drive(
         problem=req.problem, device=req.device, regimes=req.regimes, overrides=req.overrides,
         config=req.config, secret=secret, time_reference=req.device == "cuda" and timings is None,
     )  # fmt: skip
-    try:
-        # The problem's time is its own: a slow reference (or torch.compile) is not charged to
-        # the candidate, whose clock starts with its own process.
-        ref_clock = Clock(req.config.timeout_s)
-        with _lock(req.device, ref_clock):
-            manifest, ref_dir = run_reference(ref_req, workdir, None, ref_clock)
-    except ProblemFault as e:
-        stages[Stage.LOAD] = failed(Stage.LOAD, f"problem: {e.message}")
-        return assemble(req, stages, fault=Fault.PROBLEM, isolation=str(level))
-    manifest = _with_timings(manifest, timings, timings_cache, timings_key)
+    cases, cases_key = _reference_cases(req, cache_root)
+    cached = cases.get(cases_key, workdir / "ref") if cases is not None else None
+    if cached is not None:
+        manifest, ref_dir = cached, workdir / "ref"
+    else:
+        try:
+            # The problem's time is its own: a slow reference (or torch.compile) is not charged
+            # to the candidate, whose clock starts with its own process.
+            ref_clock = Clock(req.config.timeout_s)
+            with _lock(req.device, ref_clock):
+                manifest, ref_dir = run_reference(ref_req, workdir, None, ref_clock)
+        except ProblemFault as e:
+            stages[Stage.LOAD] = failed(Stage.LOAD, f"problem: {e.message}")
+            return assemble(req, stages, fault=Fault.PROBLEM, isolation=str(level))
+        manifest = _with_timings(manifest, timings, timings_cache, timings_key)
+        if cases is not None:
+            cases.put(cases_key, manifest, ref_dir)
     inputs, private = _split(ref_dir, manifest, workdir)
     names = [r.name for r in manifest.regimes]
     (workdir / "cand").mkdir()

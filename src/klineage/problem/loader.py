@@ -1,7 +1,7 @@
 """Load problem and candidate files with errors that name the file, the line and what was expected.
 
 Importing a file runs its code, so these functions are called in the gate's child process
-(klineage.gate.worker); the parent only parses (parse_source).
+(klineage.gate.reference, sandboxed); the parent only parses (parse_source).
 """
 
 from __future__ import annotations

@@ -1,0 +1,105 @@
+"""The reference's cases, kept between gate calls: inputs, expected outputs and the manifest do
+not depend on the candidate, so a walk or an optimize loop computes them once per problem.
+
+One private folder per key under `<cache>/reference-cases/`, written by the parent only and
+mounted in no sandbox. The manifest and the sha256 of every tensor file are authenticated with
+the verdict cache's key (gate/cache.py); an entry that fails any check is a miss. The positions
+that "changed in place" cases move were drawn from os.urandom when the entry was made: the
+candidate never sees them before it sees the inputs, in any call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from klineage.gate.cache import GateCache
+from klineage.gate.protocol import RefManifest
+
+
+class _Entry(BaseModel):
+    key: str
+    manifest: RefManifest
+    files: dict[str, str]  # file name -> sha256
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _files(manifest: RefManifest) -> list[str]:
+    names = []
+    for r in manifest.regimes:
+        names.append(r.init)
+        for c in r.cases:
+            names += [c.inputs, c.expected]
+    return names
+
+
+class ReferenceCache:
+    def __init__(self, root: Path) -> None:
+        self._macs = GateCache(root)  # its secret, created 0600 in a 0700 folder
+        self.root = Path(root) / "reference-cases"
+        self.rejected = 0
+
+    def _mac(self, entry: _Entry) -> str:
+        blob = json.dumps(entry.model_dump(mode="json"), sort_keys=True).encode()
+        return hmac.new(self._macs.secret, blob, hashlib.sha256).hexdigest()
+
+    def get(self, key: str, into: Path) -> RefManifest | None:
+        """Copy the entry's files into `into` (a new folder) and return its manifest."""
+        folder = self.root / key
+        try:
+            raw = json.loads((folder / "entry.json").read_text(encoding="utf-8"))
+            entry = _Entry.model_validate(raw["entry"])
+            ok = entry.key == key and hmac.compare_digest(str(raw["mac"]), self._mac(entry))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, ValidationError):
+            ok = False
+        if not ok:
+            self.rejected += 1
+            return None
+        into.mkdir()
+        for name, digest in entry.files.items():
+            if "/" in name or name.startswith("."):
+                self.rejected += 1
+                return None
+            shutil.copyfile(folder / name, into / name)
+            if _sha256(into / name) != digest:
+                self.rejected += 1
+                return None
+        return entry.manifest
+
+    def put(self, key: str, manifest: RefManifest, ref_dir: Path) -> None:
+        """Keep the reference's files (before the gate moves them) under `key`."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".tmp-"))
+        try:
+            files = {}
+            for name in _files(manifest):
+                shutil.copyfile(ref_dir / name, tmp / name)
+                files[name] = _sha256(tmp / name)
+            entry = _Entry(key=key, manifest=manifest, files=files)
+            (tmp / "entry.json").write_text(
+                json.dumps({"entry": entry.model_dump(mode="json"), "mac": self._mac(entry)}),
+                encoding="utf-8",
+            )
+            final = self.root / key
+            if final.exists():
+                shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)  # a cache that cannot be written is no cache

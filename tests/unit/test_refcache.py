@@ -1,0 +1,43 @@
+"""The reference-case cache: round trip, and any tampering is a miss."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from klineage.gate.protocol import RefCase, RefManifest, RefRegime
+from klineage.gate.records import Environment
+from klineage.gate.refcache import ReferenceCache
+
+
+def _entry(tmp_path: Path) -> tuple[RefManifest, Path]:
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    torch.save({"init": []}, ref / "init.pt")
+    torch.save({"inputs": [torch.ones(3)]}, ref / "in.pt")
+    torch.save({"outputs": [torch.zeros(3)]}, ref / "want.pt")
+    env = Environment(device="cpu", torch="t", triton="t", klineage="k", python="p", interpreter=True,
+                      timing_method="none", date="d")  # fmt: skip
+    case = RefCase(label="trial 1/5", kind="get_inputs", inputs="in.pt", expected="want.pt")
+    return RefManifest(
+        regimes=[RefRegime(name="a", init="init.pt", cases=[case])], environment=env
+    ), ref
+
+
+def test_round_trip_and_tampering(tmp_path: Path) -> None:
+    manifest, ref = _entry(tmp_path)
+    cache = ReferenceCache(tmp_path / "cache")
+    cache.put("k1", manifest, ref)
+    assert cache.get("k1", tmp_path / "a") == manifest
+    assert torch.equal(torch.load(tmp_path / "a" / "want.pt")["outputs"][0], torch.zeros(3))
+    assert cache.get("other", tmp_path / "b") is None and cache.rejected == 0  # a plain miss
+    stored = tmp_path / "cache" / "reference-cases" / "k1"
+    torch.save({"outputs": [torch.ones(3)]}, stored / "want.pt")  # the expected output swapped
+    assert cache.get("k1", tmp_path / "c") is None and cache.rejected == 1
+    cache.put("k2", manifest, ref)
+    entry = json.loads((stored.parent / "k2" / "entry.json").read_text())
+    entry["entry"]["manifest"]["regimes"][0]["tolerance"] = 0.05  # a looser tolerance planted
+    (stored.parent / "k2" / "entry.json").write_text(json.dumps(entry))
+    assert cache.get("k2", tmp_path / "d") is None and cache.rejected == 2
