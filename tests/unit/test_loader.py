@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from klineage.errors import LoadError
-from klineage.problem.loader import load_candidate, load_problem, parse_source
+from klineage.problem.loader import load_problem, parse_source
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -85,7 +85,7 @@ def test_problem_tolerances_replace_the_gate_default_for_their_dtype(tmp_path: P
     path = write(tmp_path, "tol.py", PROBLEM + '\nTOLERANCES = {"bfloat16": 2e-2}\n')
     problem = load_problem(path)
     assert problem.tolerances == {"bfloat16": 0.02}
-    checker = Checker(GateRequest(problem=str(path), candidate="c.py"), None, None, tmp_path, print)  # type: ignore[arg-type]
+    checker = Checker(GateRequest(problem=str(path), candidate="c.py"), None, None, tmp_path)  # type: ignore[arg-type]
     regime = RefRegime(
         name="a", init="i.pt", cases=[], dtype="bfloat16", tolerance=problem.tolerances["bfloat16"]
     )
@@ -122,9 +122,9 @@ def test_missing_model_lists_the_classes_found(tmp_path: Path) -> None:
 
 
 def test_import_error_names_the_line(tmp_path: Path) -> None:
-    p = write(tmp_path, "c1.py", "import os\nimport klineage_missing_mod\n")
+    p = write(tmp_path, "p1.py", "import os\nimport klineage_missing_mod\n" + PROBLEM)
     with pytest.raises(LoadError) as e:
-        load_candidate(p)
+        load_problem(p)
     assert f"{p}:2" in str(e.value) and "ModuleNotFoundError" in str(e.value)
 
 
@@ -140,8 +140,3 @@ def test_get_inputs_error_is_reported_with_regime_kwargs(tmp_path: Path) -> None
     )
     with pytest.raises(LoadError, match=r"get_inputs\(n=3\) raised IndexError"):
         problem.make_inputs("a", "cpu")
-
-
-def test_candidate_modelnew_must_be_a_module(tmp_path: Path) -> None:
-    with pytest.raises(LoadError, match="ModelNew is int, not an nn.Module subclass"):
-        load_candidate(write(tmp_path, "c2.py", "ModelNew = 3\n"))

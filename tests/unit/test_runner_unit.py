@@ -65,8 +65,9 @@ def test_a_reply_must_validate() -> None:
         CallReply.model_validate_json('{"id": "x", "ok": "maybe"}')
 
 
-def _fake_harness(tmp_path: Path, script: str, timeout_s: float = 5.0) -> Harness:
-    """A Harness whose process is `script` (plain Python reading fd argv[1], writing argv[2])."""
+def _fake_harness(tmp_path: Path, script: str, timeout_s: float = 5.0, *args: str) -> Harness:
+    """A Harness whose process is `script` (plain Python reading fd argv[1], writing argv[2]),
+    unsandboxed: what is tested here is the parent's side of the channel."""
     h = Harness.__new__(Harness)
     h.clock = Clock(timeout_s)
     h.log = tmp_path / "log"
@@ -76,7 +77,7 @@ def _fake_harness(tmp_path: Path, script: str, timeout_s: float = 5.0) -> Harnes
     cmd_r, h._cmd_w = os.pipe()
     h._rep_r, rep_w = os.pipe()
     with open(h.log, "wb") as log:
-        h.proc = subprocess.Popen([sys.executable, "-c", script, str(cmd_r), str(rep_w)],
+        h.proc = subprocess.Popen([sys.executable, *args, *(["-c", script] if script else []), str(cmd_r), str(rep_w)],
                                   pass_fds=(cmd_r, rep_w), stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     os.close(cmd_r)
     os.close(rep_w)
@@ -128,3 +129,15 @@ def test_outputs_are_read_as_plain_tensors_only(tmp_path: Path) -> None:
     torch.save({"nope": 1}, tmp_path / "shape.pt")
     with pytest.raises(CandidateDied, match="does not hold an output list"):
         load_outputs(tmp_path / "shape.pt")
+
+
+def test_the_real_harness_names_a_modelnew_that_is_not_a_module(tmp_path: Path) -> None:
+    from klineage.gate.protocol import LoadReply
+    from klineage.gate.session import HARNESS
+
+    cand = tmp_path / "c.py"
+    cand.write_text("ModelNew = 3\n")
+    h = _fake_harness(tmp_path, "", 60.0, "-I", str(HARNESS))
+    reply = h.request({"op": "load", "candidate": str(cand), "device": "cpu", "seed": 0}, LoadReply)
+    h.close()
+    assert not reply.ok and "ModelNew is int, not an nn.Module subclass" in (reply.error or "")

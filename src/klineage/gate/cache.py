@@ -21,8 +21,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from klineage.gate.records import GateResult
 
 KEY_FILE = "gate.key"
@@ -120,15 +118,9 @@ def load_or_create_key(root: Path) -> bytes:
 
 
 class GateCache:
-    """Verdicts by default; `folder` and `model` store another record the same way (the
-    reference's timings, gate/drive.py), under the same key file."""
-
-    def __init__(
-        self, root: Path, *, folder: str = "gate", model: type[BaseModel] = GateResult
-    ) -> None:
+    def __init__(self, root: Path) -> None:
         self.key_root = Path(root)
-        self.root = self.key_root / folder
-        self.model = model
+        self.root = self.key_root / "gate"
         self.rejected = 0  # entries present but not trusted (forged, moved, corrupt, old format)
         self._secret: bytes | None = None
 
@@ -144,7 +136,7 @@ class GateCache:
     def _mac(self, key: str, result: Any) -> str:
         return hmac.new(self.secret, _canonical(key, result), hashlib.sha256).hexdigest()
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> GateResult | None:
         path = self._path(key)
         try:
             with path.open("rb") as f:
@@ -168,13 +160,13 @@ class GateCache:
             ):
                 self.rejected += 1
                 return None
-            return self.model.model_validate(entry["result"])
+            return GateResult.model_validate(entry["result"])
         except (ValueError, TypeError, RecursionError):
             # Not JSON, absurdly nested, or an authentic result this version cannot read.
             self.rejected += 1
             return None
 
-    def put(self, key: str, result: BaseModel) -> None:
+    def put(self, key: str, result: GateResult) -> None:
         data = result.model_dump(mode="json")
         entry = {"key": key, "mac": self._mac(key, data), "result": data}
         path = self._path(key)

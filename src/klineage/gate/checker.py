@@ -33,9 +33,8 @@ from klineage.gate.protocol import (
 )
 from klineage.gate.records import RegimeOutcome, Stage, StageResult, Status
 from klineage.gate.request import GateRequest, failed, passed
-from klineage.gate.session import CandidateDied, Checked, Harness, load_outputs
+from klineage.gate.session import Harness, load_outputs
 
-Progress = Callable[[str], None]
 # Device kernels a forward may run besides its own Triton kernels: copies, casts and fills
 # (PyTorch's names for the kernels behind copy_, .to(), .contiguous(), zeros, fill_).
 ALLOWED_DEVICE_KERNELS = re.compile(
@@ -43,6 +42,22 @@ ALLOWED_DEVICE_KERNELS = re.compile(
     r"elementwise_kernel_with_index|unrolled_elementwise_kernel<.*copy|CatArrayBatchedCopy",
     re.IGNORECASE,
 )
+
+
+@dataclass
+class Checked:
+    """What the candidate did on the calls so far."""
+
+    kernels: set[str] = field(default_factory=set)
+    autotuners: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    violation: str | None = None
+    fatal: str | None = None
+    not_replayed: list[str] = field(default_factory=list)  # regimes whose forward would not capture
+
+    @property
+    def passes(self) -> int:
+        return max(self.autotuners.values(), default=1)
 
 
 @dataclass
@@ -65,14 +80,14 @@ class Expected:
 
 
 class Checker:
-    def __init__(self, req: GateRequest, harness: Harness, expected: Expected, inputs: Path,
-                 progress: Progress) -> None:  # fmt: skip
+    def __init__(
+        self, req: GateRequest, harness: Harness, expected: Expected, inputs: Path
+    ) -> None:
         self.req = req
         self.cfg = req.config
         self.harness = harness
         self.expected = expected
         self.inputs = inputs
-        self.progress = progress
         self.seen = Checked()
 
     def tolerance_for(self, regime: RefRegime) -> Callable[[str], float]:
@@ -295,9 +310,7 @@ class Checker:
     def graph_replay(self, regime: RefRegime) -> str | None:
         """Replay the captured forward on every case; None when all match. A capture that
         fails is reported, not failed: the other checks stand."""
-        cases = [c for c in regime.cases if c.kind == "get_inputs"] + [
-            c for c in regime.cases if c.kind != "get_inputs"
-        ]
+        cases = regime.cases
         outs = [str(self.harness.out / f"replay-{regime.name}-{i}.pt") for i in range(len(cases))]
         reply = self.harness.request(
             {"op": "graph_check", "regime": regime.name, "init": str(self.inputs / regime.init),
@@ -305,12 +318,11 @@ class Checker:
              "outs": outs},
             GraphReply,
         )  # fmt: skip
+        if reply.capture_failed:
+            self.seen.not_replayed.append(f"{regime.name} (capture failed: {reply.error})")
+            return None
         if not reply.ok:
-            return (
-                None
-                if "graph capture failed" in (reply.error or "")
-                else f"graph replay: {reply.error}"
-            )
+            return f"graph replay: {reply.error}"
         tol = self.tolerance_for(regime)
         for case, path in zip(cases, outs, strict=True):
             got = load_outputs(Path(path))
@@ -344,6 +356,3 @@ def load_candidate(harness: Harness, req: GateRequest) -> StageResult | None:
     if reply.expected:
         text += f"\nexpected: {reply.expected}"
     return failed(Stage.LOAD, text)
-
-
-__all__ = ["CandidateDied", "Checker", "Expected", "load_candidate", "passed"]

@@ -196,7 +196,7 @@ def _install_process_guards() -> None:
     STATE.harness_threads = {t.ident or 0 for t in threading.enumerate()}
 
 
-def _make_monitors(device: str) -> tuple[Any, Any]:
+def _make_monitors() -> tuple[Any, Any]:
     import torch
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -256,7 +256,6 @@ def _make_monitors(device: str) -> tuple[Any, Any]:
                         )
             return func(*args, **(kwargs or {}))
 
-    del device
     return DispatchMonitor, FunctionMonitor
 
 
@@ -427,7 +426,7 @@ class Harness:
         torch.backends.cudnn.allow_tf32 = False
         _install_triton_hooks()
         _install_mode_guards()
-        self.monitors = _make_monitors(self.device)
+        self.monitors = _make_monitors()
         # A neutral module name: the file's own name could say "klineage" to a candidate that
         # looks for the gate in sys.modules.
         name = "candidate"
@@ -636,7 +635,8 @@ class Harness:
                 return {
                     "id": cmd["id"],
                     "ok": False,
-                    "error": f"graph capture failed: {short_error(e)}",
+                    "capture_failed": True,
+                    "error": short_error(e),
                 }
         outs = list(out) if isinstance(out, list | tuple) else [out]
         files = []

@@ -16,15 +16,6 @@ from klineage.gate.records import RegimeOutcome, Stage, StageResult, Status
 from klineage.gate.request import GateRequest
 
 
-def _bench(fn: Any, warmup_ms: float, rep_ms: float) -> dict[str, float]:
-    import triton.testing
-
-    p20, p50, p80 = triton.testing.do_bench(
-        fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.2, 0.5, 0.8]
-    )
-    return {"p20": float(p20), "p50": float(p50), "p80": float(p80)}
-
-
 def _nbytes(values: Any) -> int:
     import torch
 

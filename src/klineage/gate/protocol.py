@@ -65,19 +65,6 @@ class RefManifest(BaseModel):
     seconds: float = 0.0
 
 
-class RefTiming(BaseModel):
-    """The reference's own times on one regime: they do not change between candidates, so
-    they are measured once per (problem, regimes, timing settings, environment) and cached."""
-
-    eager_ms: float | None = None
-    compile_ms: float | None = None
-    compile_error: str | None = None
-
-
-class RefTimings(BaseModel):
-    regimes: dict[str, RefTiming]
-
-
 class RefError(BaseModel):
     message: str
     path: str
@@ -114,6 +101,7 @@ class CallReply(_Reply):
 
 class GraphReply(_Reply):
     outs: list[str] = Field(default_factory=list)
+    capture_failed: bool = False  # the forward cannot be captured (a host sync, say)
 
 
 class KernelsReply(_Reply):

@@ -30,11 +30,14 @@ class _Entry(BaseModel):
     files: dict[str, str]  # file name -> sha256
 
 
-def _sha256(path: Path) -> str:
+def _copy_hashed(src: Path, dst: Path) -> str:
+    """Copy `src` to `dst` and return the sha256 of what was copied, in one pass (a large
+    regime's tensors are GBs)."""
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        for chunk in iter(lambda: fin.read(1 << 22), b""):
             h.update(chunk)
+            fout.write(chunk)
     return h.hexdigest()
 
 
@@ -76,8 +79,7 @@ class ReferenceCache:
             if "/" in name or name.startswith("."):
                 self.rejected += 1
                 return None
-            shutil.copyfile(folder / name, into / name)
-            if _sha256(into / name) != digest:
+            if _copy_hashed(folder / name, into / name) != digest:
                 self.rejected += 1
                 return None
         return entry.manifest
@@ -90,8 +92,7 @@ class ReferenceCache:
         try:
             files = {}
             for name in _files(manifest):
-                shutil.copyfile(ref_dir / name, tmp / name)
-                files[name] = _sha256(tmp / name)
+                files[name] = _copy_hashed(ref_dir / name, tmp / name)
             entry = _Entry(key=key, manifest=manifest, files=files)
             (tmp / "entry.json").write_text(
                 json.dumps({"entry": entry.model_dump(mode="json"), "mac": self._mac(entry)}),

@@ -26,6 +26,7 @@ from typing import Any
 
 from klineage.errors import LoadError
 from klineage.gate.protocol import RefCase, RefError, RefManifest, RefRegime, RefRequest
+from klineage.problem.loader import error_line_in
 
 CPU_TIMING = "not measured (CPU, Triton interpreter)"
 GPU_TIMING = "triton.testing.do_bench median, L2 flushed between runs, after a GPU spin-up"
@@ -144,7 +145,7 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def build_regime(problem: Any, req: RefRequest, regime: str, out: Path) -> RefRegime:
+def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: int) -> RefRegime:
     import torch
 
     from klineage.config import GateConfig
@@ -159,10 +160,10 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path) -> RefRe
         except Exception as e:
             raise LoadError(
                 str(problem.path), f"Model(*get_init_inputs()) failed: {type(e).__name__}: {e}",
-                line=_line_in(problem.path, e), expected="get_init_inputs to match Model.__init__",
+                line=error_line_in(problem.path, e)[0], expected="get_init_inputs to match Model.__init__",
             ) from e  # fmt: skip
     model = model.to(device).eval()
-    tag = f"{len(list(out.iterdir()))}"
+    tag = str(index)  # file names: init-<regime index>.pt, in-<regime index>-<case index>.pt
     init_file = _save(out / f"init-{tag}.pt", init=_cpu(list(init)))
 
     def expected(inputs: list[Any]) -> list[Any]:
@@ -172,7 +173,7 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path) -> RefRe
             except Exception as e:
                 raise LoadError(
                     str(problem.path), f"the reference Model.forward raised {type(e).__name__}: {e}",
-                    line=_line_in(problem.path, e), expected="a reference that runs on its own inputs",
+                    line=error_line_in(problem.path, e)[0], expected="a reference that runs on its own inputs",
                 ) from e  # fmt: skip
         return _cpu(_outputs(value))
 
@@ -198,7 +199,16 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path) -> RefRe
         # Odd trials (and the second) reuse one set of buffers with new contents.
         buffer = "B" if t == 1 or t % 2 == 1 else None
         cases.append(
-            _case(out, tag, f"trial {t + 1}/{cfg.trials}", "get_inputs", inputs, want, buffer)
+            _case(
+                out,
+                tag,
+                len(cases),
+                f"trial {t + 1}/{cfg.trials}",
+                "get_inputs",
+                inputs,
+                want,
+                buffer,
+            )
         )
     gen = torch.Generator().manual_seed(req.secret ^ trial_seed(cfg.seed, regime, 999))
     base = trials[min(3, len(trials) - 1)]
@@ -216,7 +226,7 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path) -> RefRe
         if _nonfinite(want):
             skipped.append(f"{label}: the reference is not finite there")
             continue
-        case = _case(out, tag, label, "beyond get_inputs", values, want, buffer)
+        case = _case(out, tag, len(cases), label, "beyond get_inputs", values, want, buffer)
         cases.append(case.model_copy(update={"atol_scale": _magnitude_ratio(want, first_out)}))
     dtypes = [_dtype_name(o.dtype) for o in first_out if isinstance(o, torch.Tensor)]
     has_bf16 = any(isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 for v in trials[0])
@@ -243,13 +253,13 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path) -> RefRe
 def _case(
     out: Path,
     tag: str,
+    n: int,
     label: str,
     kind: str,
     inputs: list[Any],
     want: list[Any],
     buffer: str | None,
 ) -> RefCase:
-    n = len(list(out.iterdir()))
     return RefCase(
         label=label, kind=kind, buffer=buffer,
         inputs=_save(out / f"in-{tag}-{n}.pt", inputs=_cpu(inputs)),
@@ -281,14 +291,6 @@ def _time_reference(
     return row
 
 
-def _line_in(path: Path, exc: BaseException) -> int | None:
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if Path(frame.filename).resolve() == Path(path).resolve():
-            line = frame.lineno
-    return line
-
-
 def run(req: RefRequest, out: Path) -> RefManifest:
     import torch
 
@@ -303,7 +305,7 @@ def run(req: RefRequest, out: Path) -> RefManifest:
     if req.time_reference and req.config.spin_up_ms > 0:
         spin_up_gpu(req.config.spin_up_ms)
     t0 = time.perf_counter()
-    built = [build_regime(problem, req, r, out) for r in regimes]
+    built = [build_regime(problem, req, r, out, i) for i, r in enumerate(regimes)]
     env = capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING)
     return RefManifest(regimes=built, environment=env, seconds=time.perf_counter() - t0)
 
@@ -322,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "error.json").write_text(err.model_dump_json(), encoding="utf-8")
         return 3
     except Exception as e:
-        line = _line_in(Path(req.problem), e)
+        line = error_line_in(Path(req.problem), e)[0]
         where = f"{req.problem}:{line}" if line else req.problem
         err = RefError(message=f"{where}: {type(e).__name__}: {e}", path=req.problem, line=line)
         (out / "error.json").write_text(err.model_dump_json(), encoding="utf-8")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from klineage.config import GateConfig
 from klineage.gate.records import Stage, StageResult, Status
+
+# Progress events of a gate call ({"type": "start" | "progress", ...}) for a caller to show.
+EventCallback = Callable[[dict[str, Any]], None]
 
 
 class GateRequest(BaseModel):

@@ -18,7 +18,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +34,13 @@ from klineage.gate.records import (
     StageResult,
     Status,
 )
-from klineage.gate.request import GateRequest, failed, passed
+from klineage.gate.request import EventCallback, GateRequest, failed, passed
 from klineage.gate.static_guards import check_static
 from klineage.problem.loader import parse_source, read_source
 
-EventCallback = Callable[[dict[str, Any]], None]
-
 
 @functools.cache
-def _environment_fingerprint(device: str) -> dict[str, Any]:
+def environment_fingerprint(device: str) -> dict[str, Any]:
     import torch
     import triton
 
@@ -151,7 +148,7 @@ def run_gate(
     key = cache_key(
         {
             "problem": problem_src, "candidate": candidate_src, "regimes": req.regimes, "overrides": req.overrides,
-            "config": config.model_dump(exclude={"cache"}), "env": _environment_fingerprint(device),
+            "config": config.model_dump(exclude={"cache"}), "env": environment_fingerprint(device),
             "isolation": str(level), "gate": GATE_PROTOCOL,
         }
     )  # fmt: skip
@@ -185,7 +182,7 @@ def run_gate(
 
 
 # Bumped when the checks change, so verdicts of older checks are not served.
-GATE_PROTOCOL = 2
+GATE_PROTOCOL = 3
 
 
 def result_json(result: GateResult) -> str:

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,7 +41,6 @@ from klineage.gate.protocol import (
 from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command
 
 R = TypeVar("R", bound=BaseModel)
-EventCallback = Callable[[dict[str, Any]], None]
 _SRC_ROOT = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).with_name("harness.py")
 
@@ -348,18 +347,3 @@ def load_outputs(path: Path) -> list[Any]:
         if not (o is None or type(o) is torch.Tensor or isinstance(o, bool | int | float)):
             raise CandidateDied(f"output {k} came back as {type(o).__name__}")
     return outs
-
-
-@dataclass
-class Checked:
-    """What the candidate did on the calls so far."""
-
-    kernels: set[str] = field(default_factory=set)
-    autotuners: dict[str, int] = field(default_factory=dict)
-    calls: int = 0
-    violation: str | None = None
-    fatal: str | None = None
-
-    @property
-    def passes(self) -> int:
-        return max(self.autotuners.values(), default=1)

@@ -1,7 +1,8 @@
 """Load problem and candidate files with errors that name the file, the line and what was expected.
 
-Importing a file runs its code, so these functions are called in the gate's child process
-(klineage.gate.reference, sandboxed); the parent only parses (parse_source).
+Importing a file runs its code, so load_problem is called in the gate's sandboxed reference
+process (klineage.gate.reference); the parent only parses (parse_source). Candidates are
+imported by the gate's harness (gate/harness.py), which holds no klineage code.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def parse_source(path: Path, source: str | None = None) -> ast.Module:
         ) from e
 
 
-def _error_line_in(path: Path, exc: BaseException) -> tuple[int | None, str | None]:
+def error_line_in(path: Path, exc: BaseException) -> tuple[int | None, str | None]:
     """The deepest line of `path` in the exception's traceback, and its text."""
     line = text = None
     for frame in traceback.extract_tb(exc.__traceback__):
@@ -72,7 +73,7 @@ def import_file(path: Path, module_name: str) -> ModuleType:
         spec.loader.exec_module(module)
     except SystemExit as e:
         del sys.modules[module_name]
-        line, text = _error_line_in(path, e)
+        line, text = error_line_in(path, e)
         raise LoadError(
             str(path),
             f"exits while being imported (SystemExit {e.code})",
@@ -82,7 +83,7 @@ def import_file(path: Path, module_name: str) -> ModuleType:
         ) from None
     except Exception as e:
         del sys.modules[module_name]
-        line, text = _error_line_in(path, e)
+        line, text = error_line_in(path, e)
         raise LoadError(
             str(path),
             f"{type(e).__name__} while importing: {e}",
@@ -248,7 +249,7 @@ def _call_user(path: Path, fn: Any, name: str, **kwargs: Any) -> Any:
     try:
         return fn(**kwargs)
     except Exception as e:
-        line, text = _error_line_in(path, e)
+        line, text = error_line_in(path, e)
         raise LoadError(
             str(path),
             f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised "
@@ -352,29 +353,3 @@ def _tolerances(path: Path, module: ModuleType) -> dict[str, float]:
             raise LoadError(str(path), f"TOLERANCES[{dtype!r}] = {tol!r}", expected=expected)
         out[str(dtype)] = float(tol)
     return out
-
-
-@dataclass
-class Candidate:
-    path: Path
-    module: ModuleType
-    model_cls: type
-
-    def instantiate(self, init_inputs: list[Any]) -> Any:
-        try:
-            return self.model_cls(*init_inputs)
-        except TypeError as e:
-            raise LoadError(
-                str(self.path),
-                f"ModelNew(*get_init_inputs()) failed: {e}",
-                line=_def_line(vars(self.model_cls).get("__init__", self.model_cls)),
-                expected=f"ModelNew.__init__ to accept the problem's init inputs ({len(init_inputs)} positional: "
-                f"{', '.join(type(v).__name__ for v in init_inputs) or 'none'})",
-            ) from e
-
-
-def load_candidate(path: Path) -> Candidate:
-    """Import a candidate file and find ModelNew."""
-    path = Path(path)
-    module = import_file(path, _module_name("candidate", path))
-    return Candidate(path=path, module=module, model_cls=_require_class(module, path, "ModelNew"))
