@@ -420,10 +420,56 @@ except ImportError:
         "def f():\n    try:\n        from triton.language.extra import libdevice\n"
         "    except ImportError as e:\n        from triton.language import math as libdevice\n"
         "    return libdevice.exp\n",
+        # Liger-Kernel's rms_norm.py: an import-time default for a name the import binds.
+        "try:\n    from torch.distributed.tensor import DTensor as _DTensor\n"
+        "except Exception:\n    _DTensor = ()\n",
     ],
 )
 def test_optional_import_is_not_a_try_except_violation(snippet: str) -> None:
     assert_clean(snippet)
+
+
+# A fallback around computation: in a launcher, in forward, or after an import, however caught.
+LAUNCHER = """
+def _launch(x):
+    y = torch.empty_like(x)
+{}
+    return y
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    try:  # <- cheat\n        _k[(1,)](y, BLOCK=16)\n    except Exception:\n"
+        "        return torch.softmax(x, -1)",
+        "    try:  # <- cheat\n        _k[(1,)](y, BLOCK=16)\n    except RuntimeError:\n"
+        "        y = torch.softmax(x, -1)",
+        # an ImportError handler is no licence when the body computes
+        "    try:  # <- cheat\n        from liger_kernel.ops.softmax import LigerSoftmaxFunction\n"
+        "        y = LigerSoftmaxFunction.apply(x)\n    except ImportError:\n        pass",
+        "    with contextlib.suppress(Exception):  # <- cheat\n        _k[(1,)](y, BLOCK=16)",
+        "    with suppress(RuntimeError):  # <- cheat\n        _k[(1,)](y, BLOCK=16)",
+    ],
+)
+def test_a_fallback_in_a_launcher_is_rejected(body: str) -> None:
+    assert_caught(LAUNCHER.format(body), "no_try_except", "")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "        try:  # <- cheat\n            _k[(1,)](y, BLOCK=16)\n"
+        "        except ImportError:\n            return x\n",
+        "        with contextlib.suppress(RuntimeError):  # <- cheat\n"
+        "            _k[(1,)](y, BLOCK=16)\n",
+    ],
+)
+def test_a_fallback_around_the_launch_in_forward_is_rejected(edit: str) -> None:
+    src = CLEAN.replace("        _k[(1,)](y, BLOCK=16)\n", edit)
+    assert src != CLEAN
+    (line,) = [i for i, text in enumerate(src.splitlines(), 1) if CHEAT in text]
+    assert any(v.guard == "no_try_except" and v.line == line for v in check_static(ast.parse(src)))
 
 
 @pytest.mark.parametrize(
@@ -459,6 +505,45 @@ def test_optional_import_is_not_a_try_except_violation(snippet: str) -> None:
         (
             "from contextlib import suppress\nwith suppress(Exception):  # <- cheat\n    pass\n",
             "suppress",
+        ),
+        # `except Exception` is an import-time default only when it binds what the try imports,
+        # to constants, at module level, with Exception not rebound.
+        (
+            "try:  # <- cheat\n    from torch.distributed.tensor import DTensor as _DTensor\n"
+            "except Exception:\n    _Other = ()\n",
+            "try/except",
+        ),
+        (
+            "try:  # <- cheat\n    from torch.distributed.tensor import DTensor as _DTensor\n"
+            "except Exception as e:\n    _DTensor = ()\n",
+            "try/except",
+        ),
+        (
+            "try:  # <- cheat\n    from torch.distributed.tensor import DTensor as _DTensor\n"
+            "except BaseException:\n    _DTensor = ()\n",
+            "try/except",
+        ),
+        (
+            "try:  # <- cheat\n    from torch.distributed.tensor import DTensor as _DTensor\n"
+            "except Exception:\n    from torch import Tensor as _DTensor\n",
+            "try/except",
+        ),
+        (
+            "try:  # <- cheat\n    from torch.distributed.tensor import DTensor as _DTensor\n"
+            "    _n = _DTensor.__name__\nexcept Exception:\n    _DTensor = ()\n",
+            "try/except",
+        ),
+        (
+            "Exception = BaseException\n"
+            "try:  # <- cheat\n    from torch.distributed.tensor import DTensor as _DTensor\n"
+            "except Exception:\n    _DTensor = ()\n",
+            "try/except",
+        ),
+        (
+            "def _f():\n"
+            "    try:  # <- cheat\n        from torch.distributed.tensor import DTensor as _D\n"
+            "    except Exception:\n        _D = ()\n    return _D\n",
+            "try/except",
         ),
         (
             "class S:\n    def __exit__(self, *a):  # <- cheat\n        return True\n",

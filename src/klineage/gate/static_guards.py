@@ -667,8 +667,43 @@ def _harmless_fallback(stmt: ast.stmt) -> bool:
     )
 
 
-def _is_optional_import(node: ast.Try, rebound: set[str]) -> bool:
-    """try: <imports only> except ImportError/ModuleNotFoundError: <imports, pass, constants>."""
+def _imported_names(stmts: Iterable[ast.stmt]) -> set[str]:
+    return {
+        (a.asname or a.name).split(".")[0]
+        for s in stmts
+        if isinstance(s, ast.Import | ast.ImportFrom)
+        for a in s.names
+    }
+
+
+def _is_import_default(handler: ast.ExceptHandler, imported: set[str]) -> bool:
+    """except Exception: NAME = <constant> for every name the try imports, and nothing else.
+
+    Liger-Kernel's rms_norm.py: `try: from torch.distributed.tensor import DTensor as _DTensor`
+    / `except Exception: _DTensor = ()`. The handler only gives the imported names a constant
+    default; a handler that binds nothing (`except Exception: pass`) swallows, and stays refused.
+    """
+    bound: set[str] = set()
+    for s in handler.body:
+        if not (isinstance(s, ast.Assign) and _harmless_fallback(s)):
+            return False
+        bound |= {t.id for t in s.targets if isinstance(t, ast.Name)}
+    return (
+        isinstance(handler.type, ast.Name)
+        and handler.type.id == "Exception"
+        and handler.name is None
+        and bool(handler.body)
+        and bound == imported
+    )
+
+
+def _is_optional_import(node: ast.Try, rebound: set[str], module_level: bool) -> bool:
+    """try: <imports only> except ImportError/ModuleNotFoundError: <imports, pass, constants>.
+
+    At module level (import time) `except Exception` is also one when it only gives the imported
+    names constant defaults (_is_import_default). Nothing computes in either: the body is imports.
+    """
+    imported = _imported_names(node.body)
     return (
         bool(node.body)
         and all(isinstance(s, ast.Import | ast.ImportFrom) for s in node.body)
@@ -677,7 +712,8 @@ def _is_optional_import(node: ast.Try, rebound: set[str]) -> bool:
         and all(_harmless_fallback(s) for s in node.orelse)
         and not (IMPORT_ERRORS & rebound)
         and all(
-            _catches_only_import_errors(h) and all(_harmless_fallback(s) for s in h.body)
+            (_catches_only_import_errors(h) and all(_harmless_fallback(s) for s in h.body))
+            or (module_level and "Exception" not in rebound and _is_import_default(h, imported))
             for h in node.handlers
         )
     )
@@ -704,8 +740,11 @@ def guard_no_try_except(tree: ast.Module) -> Iterator[Violation]:
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         }
     )
+    module_level = {id(n) for n in _module_level_nodes(tree.body)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and _is_optional_import(node, rebound):
+        if isinstance(node, ast.Try) and _is_optional_import(
+            node, rebound, id(node) in module_level
+        ):
             continue  # an optional import (Liger's libdevice path); guard_imports still applies
         if isinstance(node, ast.Try | ast.TryStar):
             yield Violation(
