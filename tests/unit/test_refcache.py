@@ -41,3 +41,17 @@ def test_round_trip_and_tampering(tmp_path: Path) -> None:
     entry["entry"]["manifest"]["regimes"][0]["tolerance"] = 0.05  # a looser tolerance planted
     (stored.parent / "k2" / "entry.json").write_text(json.dumps(entry))
     assert cache.get("k2", tmp_path / "d") is None and cache.rejected == 2
+
+
+def test_the_float64_evaluation_is_kept_and_authenticated_too(tmp_path: Path) -> None:
+    manifest, ref = _entry(tmp_path)
+    torch.save({"deltas": [torch.full((3,), 1e-3)]}, ref / "f64.pt")
+    case = manifest.regimes[0].cases[0].model_copy(update={"float64": "f64.pt"})
+    manifest.regimes[0].cases[0] = case
+    cache = ReferenceCache(tmp_path / "cache")
+    cache.put("k", manifest, ref)
+    assert cache.get("k", tmp_path / "a") == manifest
+    assert torch.equal(torch.load(tmp_path / "a" / "f64.pt")["deltas"][0], torch.full((3,), 1e-3))
+    stored = tmp_path / "cache" / "reference-cases" / "k"
+    torch.save({"deltas": [torch.ones(3)]}, stored / "f64.pt")  # a wider PyTorch error planted
+    assert cache.get("k", tmp_path / "b") is None and cache.rejected == 1

@@ -29,7 +29,8 @@ from klineage.gate.session import (
 
 
 def _split(ref_dir: Path, manifest: RefManifest, workdir: Path) -> tuple[Path, Path]:
-    """Inputs to a folder the candidate may read; expected outputs to one only we can."""
+    """Inputs to a folder the candidate may read; expected outputs (and the reference's float64
+    evaluation) to one only we can."""
     inputs, private = workdir / "inputs", workdir / "private"
     inputs.mkdir()
     private.mkdir(mode=0o700)
@@ -38,6 +39,8 @@ def _split(ref_dir: Path, manifest: RefManifest, workdir: Path) -> tuple[Path, P
         for case in regime.cases:
             shutil.move(str(ref_dir / case.inputs), inputs / case.inputs)
             shutil.move(str(ref_dir / case.expected), private / case.expected)
+            if case.float64:  # the reference in float64: as private as the expected outputs
+                shutil.move(str(ref_dir / case.float64), private / case.float64)
     for p in (inputs, *inputs.iterdir()):
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     shutil.rmtree(ref_dir, ignore_errors=True)

@@ -40,6 +40,12 @@ class RefCase(BaseModel):
     # Inputs scaled beyond get_inputs scale the outputs and their rounding errors: the absolute
     # tolerance grows by the ratio of this case's largest expected value to trial 1's (>= 1).
     atol_scale: float = 1.0
+    # The reference evaluated in float64 (gate/reference.py), private like `expected`: a file
+    # of its outputs minus the expected ones, in float32, per output (None for outputs that are
+    # not float32/float16/bfloat16). None where there is none, and float64_missing says why
+    # (None too when no output is float32/float16/bfloat16).
+    float64: str | None = None
+    float64_missing: str | None = None
 
 
 class RefRegime(BaseModel):

@@ -70,6 +70,10 @@ class RegimeOutcome(BaseModel):
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     tolerance: float | None = None
+    # What decided the regime's floating outputs (gate/compare.py), the loosest over its cases:
+    # "reference" (the tolerance of the reference's own output), "float64" (of the reference
+    # evaluated in float64) or "float64+torch_error" (a multiple of PyTorch's own error too).
+    criterion: str | None = None
     configs_checked: int = 1
     # The Triton kernels the candidate launched on this regime (by function name): which code a
     # timing of this regime exercised.

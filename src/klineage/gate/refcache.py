@@ -46,7 +46,7 @@ def _files(manifest: RefManifest) -> list[str]:
     for r in manifest.regimes:
         names.append(r.init)
         for c in r.cases:
-            names += [c.inputs, c.expected]
+            names += [c.inputs, c.expected] + ([c.float64] if c.float64 else [])
     return names
 
 

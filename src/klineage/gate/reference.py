@@ -12,10 +12,19 @@ an earlier trial changed in place at a few random positions (a cache keyed on a 
 the pointer returns a stale result), and value distributions get_inputs never produces (signs
 flipped where get_inputs is non-negative, outliers of 32x the largest magnitude, all values 32x larger), kept
 only where the reference stays finite on them.
+
+Where a case's outputs are float32, float16 or bfloat16, the reference is evaluated once more in
+float64 (a deep copy of the Model with its floating parameters and buffers in float64, the
+floating inputs upcast), and kept beside the expected outputs if it runs and gives finite outputs
+of the same structure: PyTorch's own result in the output's dtype is one summation order among
+many, not the truth, and the comparison (gate/compare.py) measures a candidate against both.
+Where it cannot run (an op without float64, a dtype written into the Model), the case records
+why and the comparison uses the tolerance alone: never a fault of the problem.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import sys
@@ -145,6 +154,75 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+_LOW_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
+
+
+class _Float64:
+    """One regime's reference evaluated in float64: the outputs as their difference from the
+    expected ones, in float32 (the float64 value to 2^-24 of PyTorch's own error, in half the
+    bytes), or None and why. A failure is remembered: the later cases do not retry it."""
+
+    def __init__(self, model: Any, problem: Any, regime: str) -> None:
+        self.model, self.problem, self.regime = model, problem, regime
+        self.copy: Any = None
+        self.failed: str | None = None
+
+    def outputs(self, inputs: list[Any], want: list[Any]) -> tuple[list[Any] | None, str | None]:
+        import torch
+
+        low = [isinstance(w, torch.Tensor) and _dtype_name(w.dtype) in _LOW_DTYPES for w in want]
+        if not any(low):
+            return None, None  # nothing in float32/float16/bfloat16: nothing to evaluate
+        if self.failed:
+            return None, self.failed
+        try:
+            if self.copy is None:
+                self.copy = copy.deepcopy(self.model).double()
+            up = [
+                (v.detach().double() if _dtype_name(v.dtype) in _LOW_DTYPES else v.clone())
+                if isinstance(v, torch.Tensor) else v
+                for v in inputs
+            ]  # fmt: skip
+            with torch.no_grad(), self.problem.regime_globals(self.regime):
+                got = _outputs(self.copy(*up))
+            deltas = self._deltas(got, want, low)
+        except Exception as e:  # a fact about the reference, not a fault of the problem
+            self.failed = f"in float64 the reference raised {_first_line(e)}"
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return None, self.failed
+        if isinstance(deltas, str):
+            self.failed = deltas
+            return None, deltas
+        return deltas, None
+
+    @staticmethod
+    def _deltas(got: list[Any], want: list[Any], low: list[bool]) -> list[Any] | str:
+        import torch
+
+        if len(got) != len(want):
+            return f"in float64 the reference returns {len(got)} output(s), not {len(want)}"
+        out: list[Any] = []
+        for k, (g, w, wanted) in enumerate(zip(got, want, low, strict=True)):
+            if not wanted:
+                out.append(None)
+                continue
+            if not isinstance(g, torch.Tensor) or g.dtype != torch.float64 or g.shape != w.shape:
+                what = _dtype_name(g.dtype) if isinstance(g, torch.Tensor) else type(g).__name__
+                return f"in float64 output {k} of the reference comes back {what}" + (
+                    f" of shape {tuple(g.shape)}" if isinstance(g, torch.Tensor) else ""
+                )
+            if not bool(torch.isfinite(g).all()):
+                return f"in float64 output {k} of the reference is not finite"
+            out.append((g - w.to(g.device).double()).float().cpu())
+        return out
+
+
 def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: int) -> RefRegime:
     import torch
 
@@ -166,7 +244,7 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: i
     tag = str(index)  # file names: init-<regime index>.pt, in-<regime index>-<case index>.pt
     init_file = _save(out / f"init-{tag}.pt", init=_cpu(list(init)))
 
-    def expected(inputs: list[Any]) -> list[Any]:
+    def expected(inputs: list[Any]) -> list[Any]:  # on the device
         with torch.no_grad(), problem.regime_globals(regime):
             try:
                 value = model(*[v.clone() if isinstance(v, torch.Tensor) else v for v in inputs])
@@ -175,8 +253,9 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: i
                     str(problem.path), f"the reference Model.forward raised {type(e).__name__}: {e}",
                     line=error_line_in(problem.path, e)[0], expected="a reference that runs on its own inputs",
                 ) from e  # fmt: skip
-        return _cpu(_outputs(value))
+        return _outputs(value)
 
+    exact = _Float64(model, problem, regime)
     cases: list[RefCase] = []
     skipped: list[str] = []
     trials: list[list[Any]] = []
@@ -184,7 +263,8 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: i
     for t in range(cfg.trials):
         torch.manual_seed(trial_seed(cfg.seed, regime, t))
         inputs = problem.make_inputs(regime, device)
-        want = expected(inputs)
+        on_device = expected(inputs)
+        want = _cpu(on_device)
         bad = _nonfinite(want)
         if bad:
             raise LoadError(
@@ -208,6 +288,7 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: i
                 inputs,
                 want,
                 buffer,
+                *exact.outputs(inputs, on_device),
             )
         )
     gen = torch.Generator().manual_seed(req.secret ^ trial_seed(cfg.seed, regime, 999))
@@ -222,11 +303,13 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: i
         if values is None:
             continue
         values = [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
-        want = expected(values)
+        on_device = expected(values)
+        want = _cpu(on_device)
         if _nonfinite(want):
             skipped.append(f"{label}: the reference is not finite there")
             continue
-        case = _case(out, tag, len(cases), label, "beyond get_inputs", values, want, buffer)
+        case = _case(out, tag, len(cases), label, "beyond get_inputs", values, want, buffer,
+                     *exact.outputs(values, on_device))  # fmt: skip
         cases.append(case.model_copy(update={"atol_scale": _magnitude_ratio(want, first_out)}))
     dtypes = [_dtype_name(o.dtype) for o in first_out if isinstance(o, torch.Tensor)]
     has_bf16 = any(isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 for v in trials[0])
@@ -259,11 +342,15 @@ def _case(
     inputs: list[Any],
     want: list[Any],
     buffer: str | None,
+    float64: list[Any] | None = None,
+    float64_missing: str | None = None,
 ) -> RefCase:
     return RefCase(
         label=label, kind=kind, buffer=buffer,
         inputs=_save(out / f"in-{tag}-{n}.pt", inputs=_cpu(inputs)),
         expected=_save(out / f"want-{tag}-{n}.pt", outputs=want),
+        float64=_save(out / f"f64-{tag}-{n}.pt", deltas=float64) if float64 is not None else None,
+        float64_missing=float64_missing,
     )  # fmt: skip
 
 

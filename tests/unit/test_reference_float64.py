@@ -1,0 +1,91 @@
+"""The reference process's float64 evaluation (gate/reference.py), run in this process: written
+beside the expected outputs where the Model runs in float64, and where it cannot, recorded as
+missing with the reason, never a fault of the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from klineage.config import GateConfig
+from klineage.gate.protocol import RefRequest
+from klineage.gate.reference import run
+from tests.conftest import PROBLEMS
+
+
+def _run(tmp_path: Path, problem: Path, regimes: list[str] | None = None):
+    out = tmp_path / "ref"
+    out.mkdir()
+    req = RefRequest(problem=str(problem), device="cpu", regimes=regimes or [],
+                     config=GateConfig())  # fmt: skip
+    return run(req, out), out
+
+
+def test_float64_outputs_are_written_as_differences_from_the_expected(tmp_path: Path) -> None:
+    manifest, out = _run(tmp_path, PROBLEMS / "column_sum.py")
+    (regime,) = manifest.regimes
+    assert len(regime.cases) >= 4 and all(c.float64 and not c.float64_missing for c in regime.cases)
+    case = regime.cases[0]
+    (want,) = torch.load(out / case.expected, weights_only=True)["outputs"]
+    (delta,) = torch.load(out / case.float64, weights_only=True)["deltas"]
+    (x,) = torch.load(out / case.inputs, weights_only=True)["inputs"]
+    assert delta.dtype == torch.float32 and delta.shape == want.shape
+    exact = want.double() + delta.double()
+    assert torch.allclose(exact, x.double().sum(0), rtol=0, atol=1e-9)
+    assert float(delta.abs().max()) > 1e-4  # PyTorch's float32 sum is not the float64 one
+
+
+def test_a_model_that_cannot_run_in_float64_is_recorded_not_failed(tmp_path: Path) -> None:
+    problem = tmp_path / "float32_only.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.randn(8))\n\n"
+        "    def forward(self, x):\n"
+        "        if x.dtype != torch.float32:\n"
+        "            raise TypeError('float32 only')\n"
+        "        return x * self.w\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    manifest, _ = _run(tmp_path, problem)
+    cases = manifest.regimes[0].cases
+    assert all(c.float64 is None for c in cases)
+    assert all(c.float64_missing == "in float64 the reference raised TypeError: float32 only"
+               for c in cases)  # fmt: skip
+
+
+def test_a_model_that_returns_float32_in_float64_has_no_float64_evaluation(tmp_path: Path) -> None:
+    problem = tmp_path / "casts.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return (x * 2).to(torch.float32), torch.argmax(x, dim=-1)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    manifest, _ = _run(tmp_path, problem)
+    case = manifest.regimes[0].cases[0]
+    assert case.float64 is None
+    assert (
+        case.float64_missing
+        == "in float64 output 0 of the reference comes back float32 of shape (4, 8)"
+    )
+
+
+def test_integer_outputs_need_no_float64_evaluation(tmp_path: Path) -> None:
+    problem = tmp_path / "ints.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.argmax(x, dim=-1)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    manifest, _ = _run(tmp_path, problem)
+    assert all(c.float64 is None and c.float64_missing is None for c in manifest.regimes[0].cases)
