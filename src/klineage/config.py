@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -67,9 +68,18 @@ class GateConfig(BaseModel):
     matmul_flops_per_s: float = H200_BF16_FLOPS_PER_S
     peak_bytes_per_s: float = H200_PEAK_BYTES_PER_S
     peak_flops_per_s: float = H200_PEAK_BF16_FLOPS_PER_S
-    # Timing: warm-up and repetition budgets in milliseconds, as triton.testing.do_bench takes.
-    warmup_ms: float = 25.0
-    rep_ms: float = 100.0
+    # Timing (gate/devtime.py, gate/profile.py): rounds interleave the candidate with its base
+    # (A B B A ...); each round takes this many samples of about 1 ms of calls each.
+    timing_rounds: int = Field(default=5, ge=2, le=20)
+    timing_samples: int = Field(default=3, ge=1, le=20)
+    # What decisions use: "device" (CUDA-graph replay, the kernels alone) or "host" (eager
+    # launches: what a Python caller pays, launch path included). Both are always recorded.
+    time_basis: Literal["device", "host"] = "device"
+    # A regime is launch-bound when its roofline floor is under this many microseconds, or the
+    # kernels' device time is within launch_bound_factor x an empty launch: correctness only,
+    # never evidence for a speedup.
+    launch_bound_floor_us: float = Field(default=3.0, ge=0)
+    launch_bound_factor: float = Field(default=4.0, ge=0)
     # Busy time on the GPU right before the profile stage (gate/profile.py: spin_up_gpu).
     spin_up_ms: float = Field(default=300.0, ge=0)
     profile_compile: bool = True
@@ -94,6 +104,7 @@ class GateConfig(BaseModel):
             copy_bytes_per_s=_env_float("KLINEAGE_COPY_BYTES_PER_S", H200_COPY_BYTES_PER_S),
             matmul_flops_per_s=_env_float("KLINEAGE_MATMUL_FLOPS_PER_S", H200_BF16_FLOPS_PER_S),
             cache=os.environ.get("KLINEAGE_NO_CACHE", "") in ("", "0"),
+            time_basis="host" if os.environ.get("KLINEAGE_TIME") == "host" else "device",
         )
 
     def tolerance_for(self, dtype: str) -> float:

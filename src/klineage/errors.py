@@ -11,6 +11,11 @@ class UsageError(KLineageError):
     """A command was called with arguments that cannot work (unknown regime, bad --set)."""
 
 
+class MachineError(KLineageError):
+    """The machine failed a gate call (its disk filled up): no verdict on either file. Nothing
+    is recorded for it, so a rerun picks up where it stopped."""
+
+
 class LoadError(KLineageError):
     """A problem or candidate file cannot be loaded.
 

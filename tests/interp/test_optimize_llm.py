@@ -28,8 +28,14 @@ RMS = KERNELS / "rmsnorm"
 def _rows_skills() -> list:
     """The shipped rows_per_program skill and two copies (other ids), so one run has three
     skills an LLM must write: the naive kernel has no site for its rewrite."""
-    rows = next(
-        s for s in read_json(shipped_library_path()) if s.rewrite.pass_name == "rows_per_program"
+    from tests.unit.test_skills import as_measured
+
+    rows = as_measured(
+        next(
+            s
+            for s in read_json(shipped_library_path())
+            if s.rewrite.pass_name == "rows_per_program"
+        )
     )
     return [
         rows,

@@ -93,7 +93,18 @@ def _gate_result(ok: bool, ms: dict[str, float]) -> GateResult:
                               regimes=[RegimeOutcome(regime=r, status=Status.PASSED) for r in ms]))  # fmt: skip
     if ok:
         rows = {
-            r: {"kernel_ms": v, "eager_ms": 2.0, "speedup_vs_eager": 2.0 / v, "floor_ms": 0.1}
+            r: {
+                "kernel_ms": v,
+                "kernel_p20_ms": v,
+                "kernel_p80_ms": v,
+                "basis": "device",
+                "host_ms": v,
+                "host_p20_ms": v,
+                "host_p80_ms": v,
+                "eager_ms": 2.0,
+                "speedup_vs_eager": 2.0 / v,
+                "floor_ms": 0.1,
+            }  # fmt: skip
             for r, v in ms.items()
         }
         stages.append(
@@ -139,7 +150,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
             return Materialized(None, f"{name}: no place to add it")
         return Materialized(source + effects[name], f"added {name}", 1)
 
-    def fake_gate(self: Any, source: str, config: Any) -> GateResult:
+    def fake_gate(self: Any, source: str, config: Any, base: str | None = None) -> GateResult:
         calls.append(source)
         limits.append(config.max_speedup_vs_reference)
         speed = 1.0
@@ -205,7 +216,7 @@ def test_a_proposal_that_did_not_pay_is_tried_again_once_the_kernel_changed(
     # "late" pays (1.2x) only once "fast" is in the kernel, as exp2 did after a tile change.
     real_gate = loop_mod.Optimizer.gate
 
-    def gate(self: Any, source: str, config: Any) -> GateResult:
+    def gate(self: Any, source: str, config: Any, base: str | None = None) -> GateResult:
         if "# late" in source and "# speed: 1.5" in source:
             source += "# speed: 1.2\n"
         return real_gate(self, source, config)  # type: ignore[no-any-return]
@@ -298,7 +309,10 @@ def test_klineage_tries_skills_whose_conditions_fail_only_after_those_that_hold(
 
     d = KERNELS.parent / "heldout" / "attention_d32"
     target = {r: features(e) for r, e in regime_shapes(d / "problem.py").items()}
-    ctx = Context(d / "problem.py", d / "naive.py", "cuda", read_json(shipped_library_path()), False, 0, target, "9.0",
+    from tests.unit.test_skills import as_measured
+
+    library = [as_measured(s) for s in read_json(shipped_library_path())]
+    ctx = Context(d / "problem.py", d / "naive.py", "cuda", library, False, 0, target, "9.0",
                   (d / "naive.py").read_text())  # fmt: skip
     keys = [p.key.split(":")[0] for p in get_policy("klineage").proposals(ctx)]
     assert "skill" in keys and "skill-explore" in keys

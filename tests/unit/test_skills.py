@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from klineage.errors import LoadError
 from klineage.lineage.walk import Walk
 from klineage.skills import export, extract_skills, read_json, to_json
 from klineage.store import open_store
-from tests.unit.test_walk import fake_gate, files, walk  # noqa: F401 - files is a fixture
+from tests.unit.test_walk import _row, fake_gate, files, walk  # noqa: F401 - files is a fixture
 
 PASS = "drop_marker"
 
@@ -24,6 +25,15 @@ def skills(tmp_path: Path, files: tuple[Path, Path], monkeypatch: pytest.MonkeyP
     store = open_store(tmp_path / "k.db")
     lid = walk(store, files, "least_cost").run()
     return extract_skills(store, lid)
+
+
+def as_measured(skill: Any) -> Any:
+    """A stored skill with its effects read as if measured by the current timing. The shipped
+    numbers predate side-by-side device timing ("old timing": never evidence for retrieval);
+    tests of retrieval's logic on them use this."""
+    return skill.model_copy(
+        update={"effects": [e.model_copy(update={"status": "measured"}) for e in skill.effects]}
+    )
 
 
 def test_one_skill_per_accepted_step_with_measured_effects(skills: list) -> None:
@@ -135,7 +145,7 @@ def test_retrieval_selects_with_reasons_and_excludes_with_reasons(skills: list) 
     hint = s.model_copy(update={
         "name": "cache_eviction_hints", "rewrite": Rewrite(pass_name="cache_eviction_hints"),
         "conditions": [Condition(kind="measured", predicate="pays off when row_length <= 100", evidence="test", feature="row_length", op="<=", threshold=100.0)],
-        "effects": [Effect(regime="r", base_ms=1.0, new_ms=0.5, speedup=2.0, measured=True, lineage_id="x", step=1)],
+        "effects": [Effect(regime="r", base_ms=1.0, new_ms=0.5, speedup=2.0, measured=True, status="measured", lineage_id="x", step=1)],
     })  # fmt: skip
     results = {
         r.skill.name: r
@@ -164,6 +174,7 @@ def test_retrieval_on_a_held_out_problem_with_the_h200_skills() -> None:
 
     merged: dict[tuple[str, str], object] = {}
     for s in read_json(ROOT / "benchmarks" / "results" / "skills-h200-2026-11-30.json"):
+        s = as_measured(s)
         key = (s.name, s.anchor)
         merged[key] = merge(merged[key], s) if key in merged else s  # type: ignore[arg-type]
     target = ROOT / "src" / "klineage" / "examples" / "logsoftmax"
@@ -200,7 +211,7 @@ def test_a_threshold_is_not_extrapolated_far_from_the_values_it_was_learned_on()
     from klineage.skills.retrieve import retrieve
     from tests.conftest import ROOT
 
-    exp2 = next(s for s in read_json(shipped_library_path()) if s.name == "exp2_log2e")
+    exp2 = as_measured(next(s for s in read_json(shipped_library_path()) if s.name == "exp2_log2e"))
     assert any(c.feature == "row_length" and c.op == ">=" for c in exp2.conditions)
     d = ROOT / "src" / "klineage" / "heldout" / "attention_d32"
     far = retrieve(
@@ -244,7 +255,25 @@ def test_an_effect_on_a_regime_that_never_ran_the_changed_kernel_is_not_trusted(
     assert exercised("_inner_helper", "llama", g, g) is None  # never launched itself
     assert exercised("_looped", "llama", {}, {}) is None  # older gate results: unknown
     big = {"base_ms": 0.2, "new_ms": 0.09, "speedup": 2.24, "measured": True, "regime": "llama"}
-    assert trusted(Effect(**big)) and not trusted(Effect(**big, exercised=False))
+    assert trusted(Effect(**big, status="measured"))
+    assert not trusted(Effect(**big, status="measured", exercised=False))
+
+
+def test_only_effects_beyond_their_spread_and_off_launch_bound_regimes_are_evidence() -> None:
+    from klineage.skills.extract import pays, trusted
+    from klineage.skills.model import Effect
+
+    big = {"base_ms": 0.2, "new_ms": 0.09, "speedup": 2.24, "measured": True, "regime": "r"}
+    assert not trusted(Effect(**big))  # stored before side-by-side timing: "old timing"
+    assert (
+        not trusted(Effect(**big, status="launch-bound"))
+        and pays(Effect(**big, status="launch-bound")) is None
+    )
+    noisy = Effect(**{**big, "speedup": 1.08}, status="within noise", lo=0.97, hi=1.2)
+    assert not trusted(noisy) and pays(noisy) is None  # a gain the spread cannot tell from none
+    flat = Effect(**{**big, "speedup": 1.01}, status="within noise", lo=0.98, hi=1.03)
+    assert pays(flat) is False and trusted(flat)  # no gain to be seen: it does not pay there
+    assert pays(Effect(**big, status="measured")) is True
 
 
 def test_an_effect_measured_on_the_simplest_kernel_outranks_the_experts_context() -> None:
@@ -259,10 +288,10 @@ def test_an_effect_measured_on_the_simplest_kernel_outranks_the_experts_context(
     def gate(ms: dict[str, float]) -> dict:
         return {"stages": [
             {"stage": "correctness", "regimes": [{"regime": r, "status": "passed", "dtype": "bfloat16", "kernels": ["_mm"]} for r in ms]},
-            {"stage": "profile", "numbers": {"regimes": {r: {"kernel_ms": v} for r, v in ms.items()}}},
+            {"stage": "profile", "numbers": {"regimes": {r: _row(v) for r, v in ms.items()}}},
         ]}  # fmt: skip
 
-    warps = next(s for s in read_json(shipped_library_path()) if s.name == "num_warps")
+    warps = as_measured(next(s for s in read_json(shipped_library_path()) if s.name == "num_warps"))
     mm = next(p for p in warps.provenance if "matmul" in p.problem)
     simplest = gate({"square_4096": 1.00, "skinny_m16": 0.100})
     probed = gate({"square_4096": 1.02, "skinny_m16": 0.098})
@@ -297,7 +326,7 @@ def test_extract_turns_a_gpu_probe_into_simplest_context_effects(tmp_path: Path)
     def gate(ms: dict[str, float]) -> dict:
         return {"stages": [
             {"stage": "correctness", "regimes": [{"regime": r, "status": "passed", "dtype": "bfloat16", "kernels": ["_k"]} for r in ms]},
-            {"stage": "profile", "numbers": {"regimes": {r: {"kernel_ms": v} for r, v in ms.items()}}},
+            {"stage": "profile", "numbers": {"regimes": {r: _row(v) for r, v in ms.items()}}},
         ]}  # fmt: skip
 
     store = open_store(tmp_path / "k.db")

@@ -38,7 +38,7 @@ class DropMarker(RewritePass):
 def fake_gate(times: dict[str, float], reject: set[str]) -> Any:
     calls: list[str] = []
 
-    def gate(self: Walk, source: str) -> GateResult:
+    def gate(self: Walk, source: str, base: str | None = None) -> GateResult:
         calls.append(source)
         markers = {
             line.split(":")[1].strip() for line in source.splitlines() if line.startswith("# opt:")
@@ -65,7 +65,7 @@ def fake_gate(times: dict[str, float], reject: set[str]) -> Any:
             StageResult(
                 stage=Stage.PROFILE,
                 status=Status.PASSED,
-                numbers={"regimes": {"r": {"kernel_ms": ms}}},
+                numbers={"regimes": {"r": _row(ms)}},
             )
         )
         return GateResult(problem="p", candidate="c", device="cuda", accepted=ok, stages=stages)
@@ -150,12 +150,40 @@ def test_slowdown_is_a_geometric_mean_over_common_regimes() -> None:
     assert slowdown(g({}), g({"a": 1.0})) is None
 
 
+def _row(ms: float, **extra: Any) -> dict[str, Any]:
+    return {"kernel_ms": ms, "kernel_p20_ms": ms, "kernel_p80_ms": ms, "basis": "device",
+            "host_ms": ms, "host_p20_ms": ms, "host_p80_ms": ms, **extra}  # fmt: skip
+
+
+def _gate(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"stages": [{"stage": "profile", "numbers": {"regimes": rows}}]}
+
+
+def test_slowdown_uses_the_side_by_side_ratio_and_leaves_launch_bound_regimes_out() -> None:
+    parent = _gate({"big": _row(1.0), "tiny": _row(0.002)})
+    # The child was timed beside its parent: its ratio (parent / child) decides, not the
+    # medians of two calls (which here say 4x); the launch-bound regime is not counted.
+    child = _gate({
+        "big": _row(4.0, base_ms=2.0, ratio=0.5, ratio_lo=0.48, ratio_hi=0.52),
+        "tiny": _row(0.02, base_ms=0.002, ratio=0.1, ratio_lo=0.09, ratio_hi=0.11, launch_bound=True),
+    })  # fmt: skip
+    assert slowdown(parent, child) == pytest.approx(2.0)
+    only_tiny = _gate(
+        {
+            "tiny": _row(
+                0.02, base_ms=0.002, ratio=0.1, ratio_lo=0.09, ratio_hi=0.11, launch_bound=True
+            )
+        }
+    )
+    assert slowdown(parent, only_tiny) is None
+
+
 def test_refuses_an_expert_that_fails_the_gate(
     tmp_path: Path, files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate, _ = fake_gate({"a": 0.0}, reject={"x"})
 
-    def failing(self: Walk, source: str) -> GateResult:
+    def failing(self: Walk, source: str, base: str | None = None) -> GateResult:
         r = gate(self, source)
         return r.model_copy(update={"accepted": False})
 

@@ -98,7 +98,7 @@ def bench(
 
     config = GateConfig.from_env().model_copy(update={"profile_compile": compile_ref})
     if quick:
-        config = config.model_copy(update={"warmup_ms": 10.0, "rep_ms": 40.0})
+        config = config.model_copy(update={"timing_rounds": 3, "timing_samples": 2})
     names = [p for p in policies.split(",") if p]
     try:
         if llm:  # a missing key or an unreachable server fails here, before any run

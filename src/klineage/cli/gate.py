@@ -14,7 +14,7 @@ from rich.table import Table
 from klineage import __version__
 from klineage.cli.common import STATUS_STYLE, app, console, err_console
 from klineage.config import GateConfig
-from klineage.errors import KLineageError
+from klineage.errors import KLineageError, UsageError
 from klineage.gate import GateResult, Stage, run_gate
 from klineage.gate.records import Fault
 from klineage.gate.runner import result_json
@@ -94,7 +94,12 @@ def render_gate(result: GateResult) -> None:
         verdict = (
             f"[bold red]REJECTED[/] at {result.failed_stage.value if result.failed_stage else '?'}"
         )
-    console.print(f"{verdict}{cached} in {result.seconds:.1f} s")
+    waited = (
+        f" ({result.lock_wait_s:.1f} s of it waiting for the GPU)"
+        if result.lock_wait_s >= 0.1
+        else ""
+    )
+    console.print(f"{verdict}{cached} in {result.seconds:.1f} s{waited}")
 
 
 def _exit_code(result: GateResult) -> int:
@@ -150,11 +155,30 @@ def gate(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Re-run even if this exact check is cached.")
     ] = False,
+    base: Annotated[
+        Path | None,
+        typer.Option(
+            "--base",
+            help="An accepted kernel for the same problem to time beside the candidate (cuda): "
+            "each regime then shows the candidate's speedup over it, measured side by side.",
+        ),
+    ] = None,
+    time_basis: Annotated[
+        str,
+        typer.Option(
+            "--time",
+            help="What kernel_ms and every decision use: device (CUDA-graph replay, the kernels "
+            "alone) or host (eager launches, what a Python caller pays). Both are recorded.",
+        ),
+    ] = "device",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Check a candidate kernel against a problem: load, static guards, compile, runtime guards,
-    correctness on every regime (>= 5 random trials each, every autotune config), and on cuda the
-    profile (median with L2 flushed, vs eager and torch.compile).
+    correctness on every regime (>= 5 random trials each, every autotune config; against a
+    float64 evaluation where the reference's own output is not close enough), and on cuda the
+    profile: device time by CUDA-graph replay over rotating inputs, host time beside it, eager
+    and torch.compile timed alike, and with --base a side-by-side speedup with its range.
+    Regimes of a few microseconds are marked launch-bound: timed, never evidence.
 
     The candidate runs in a sandbox of its own (bubblewrap where installed), the problem in
     another; outputs are compared outside both. The verdict names the isolation level.
@@ -164,14 +188,17 @@ def gate(
     Example: klineage gate src/klineage/examples/softmax/problem.py src/klineage/examples/softmax/candidate.py
     """
     try:
-        base = GateConfig.from_env()
-        tolerances = {**base.tolerances, **_parse_tolerances(tol)}
-        config = base.model_copy(
+        if time_basis not in ("device", "host"):
+            raise UsageError(f"--time {time_basis}: expected device or host")
+        env_config = GateConfig.from_env()
+        tolerances = {**env_config.tolerances, **_parse_tolerances(tol)}
+        config = env_config.model_copy(
             update={
                 "timeout_s": timeout,
                 "trials": trials,
                 "allow_suspicious": allow_suspicious,
-                "cache": base.cache and not no_cache,
+                "cache": env_config.cache and not no_cache,
+                "time_basis": time_basis,
             }
         )
         config = GateConfig.model_validate({**config.model_dump(), "tolerances": tolerances})
@@ -188,6 +215,7 @@ def gate(
                 regimes=regime,
                 overrides=overrides,
                 config=config,
+                base=base,
             )
         else:
             with console.status("gate: starting") as status:
@@ -206,6 +234,7 @@ def gate(
                     overrides=overrides,
                     config=config,
                     on_event=on_event,
+                    base=base,
                 )
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")

@@ -32,7 +32,6 @@ from klineage.gate.protocol import (
     GraphReply,
     KernelsReply,
     LoadReply,
-    ProfileReply,
     RefCase,
     RefManifest,
     RefRegime,
@@ -358,30 +357,27 @@ class Checker:
         tol = self.tolerance_for(regime)
         for case, path in zip(cases, outs, strict=True):
             got = load_outputs(Path(path))
+            Path(path).unlink(missing_ok=True)
             want = self.expected.outputs(case)
             cmp = self.compare(got, want, tol, case)
             if not cmp.ok:
                 return f"CUDA-graph replay, {case.label}: {cmp.message} (the forward's result does not come from its device work)"
         return None
 
-    def time(self, regime: RefRegime) -> ProfileReply:
-        return self.harness.request(
-            {"op": "profile", "regime": regime.name, "init": str(self.inputs / regime.init),
-             "inputs": str(self.inputs / regime.cases[0].inputs), "warmup_ms": self.cfg.warmup_ms,
-             "rep_ms": self.cfg.rep_ms},
-            ProfileReply,
-        )  # fmt: skip
 
-
-def load_candidate(harness: Harness, req: GateRequest) -> StageResult | None:
-    """None when ModelNew loaded; else the LOAD failure naming the candidate file."""
+def load_candidate(
+    harness: Harness, req: GateRequest, path: str | None = None
+) -> StageResult | None:
+    """None when ModelNew loaded; else the LOAD failure naming the candidate file (or `path`,
+    the base that a candidate is timed beside)."""
+    path = path or req.candidate
     reply = harness.request(
-        {"op": "load", "candidate": req.candidate, "device": req.device, "seed": req.config.seed},
+        {"op": "load", "candidate": path, "device": req.device, "seed": req.config.seed},
         LoadReply,
     )
     if reply.ok:
         return None
-    where = req.candidate + (f":{reply.line}" if reply.line else "")
+    where = path + (f":{reply.line}" if reply.line else "")
     text = f"{where}: {reply.error}"
     if reply.source_line:
         text += f"\n    {reply.source_line.rstrip()}"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from klineage.errors import MachineError
 from klineage.gate.checker import Checker, Expected, load_candidate
 from klineage.gate.protocol import RefManifest, RefRegime, RefRequest
 from klineage.gate.records import Fault, GateResult, RegimeOutcome, Stage, StageResult, Status
@@ -60,11 +61,56 @@ def _reference_cases(req: GateRequest, cache_root: Path | None) -> tuple[Any, st
     key = cache_key({
         "problem": Path(req.problem).read_text(encoding="utf-8"), "regimes": req.regimes,
         "overrides": req.overrides, "device": req.device, "seed": cfg.seed, "trials": cfg.trials,
-        "warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "spin_up_ms": cfg.spin_up_ms,
+        "timing": [cfg.timing_rounds, cfg.timing_samples], "spin_up_ms": cfg.spin_up_ms,
         "profile_compile": cfg.profile_compile, "env": environment_fingerprint(req.device),
         "gate": GATE_PROTOCOL,
     })  # fmt: skip
     return ReferenceCache(cache_root), key
+
+
+# Below this much free space where the gate writes its cases, a failure is the disk's.
+MIN_FREE_BYTES = 2 << 30
+
+
+def machine_fault(workdir: Path, text: str) -> MachineError | None:
+    """A MachineError when the disk under `workdir` is (nearly) full: the reference's or the
+    harness's torch.save failing there is no fault of the problem or the candidate."""
+    try:
+        free = shutil.disk_usage(workdir).free
+    except OSError:
+        return None
+    if free >= MIN_FREE_BYTES and "No space left on device" not in text:
+        return None
+    return MachineError(
+        f"the disk holding {workdir.parent} is full ({free / 2**30:.1f} GiB free) and a gate "
+        f"process failed writing its tensors ({text.splitlines()[0][:200] if text else 'no message'}): "
+        "no verdict on the problem or the candidate. Run fewer gate calls at once (each holds its "
+        "regimes' cases on disk), or point TMPDIR at a larger disk."
+    )
+
+
+# A gate call starts writing its cases only with this much free disk: under a dozen parallel
+# calls on large regimes the disk filled up (docs/benchmarks.md, "Measurement"). The wait is
+# the machine's, charged to nobody; after DISK_WAIT_S the call goes ahead anyway.
+START_FREE_BYTES = 12 << 30
+DISK_WAIT_S = 300.0
+
+
+def wait_for_disk(workdir: Path, event: Callable[..., None]) -> float:
+    """Seconds waited for START_FREE_BYTES to be free under `workdir` (0 when it was)."""
+    t0 = time.monotonic()
+    told = False
+    while time.monotonic() - t0 < DISK_WAIT_S:
+        try:
+            if shutil.disk_usage(workdir).free >= START_FREE_BYTES:
+                break
+        except OSError:
+            break
+        if not told:
+            event("progress", detail=f"waiting for free disk under {workdir.parent}")
+            told = True
+        time.sleep(1.0)
+    return time.monotonic() - t0
 
 
 def _lock(device: str, clock: Clock) -> contextlib.AbstractContextManager[None]:
@@ -95,6 +141,7 @@ def drive(
         problem=req.problem, device=req.device, regimes=req.regimes, overrides=req.overrides,
         config=req.config, secret=secret, time_reference=req.device == "cuda",
     )  # fmt: skip
+    disk_wait = wait_for_disk(workdir, event) if req.device == "cuda" else 0.0
     cases, cases_key = _reference_cases(req, cache_root)
     cached = cases.get(cases_key, workdir / "ref") if cases is not None else None
     if cached is not None:
@@ -107,6 +154,9 @@ def drive(
             with _lock(req.device, ref_clock):
                 manifest, ref_dir = run_reference(ref_req, workdir, None, ref_clock)
         except ProblemFault as e:
+            full = machine_fault(workdir, e.message)
+            if full is not None:
+                raise full from None
             stages[Stage.LOAD] = failed(Stage.LOAD, f"problem: {e.message}")
             return assemble(req, stages, fault=Fault.PROBLEM, isolation=str(level))
         if cases is not None:
@@ -119,6 +169,8 @@ def drive(
     isolation = f"{harness.level}: {harness.description}"
     checker = Checker(req, harness, Expected(private, manifest), inputs)
     running = Stage.LOAD
+    base_harness: Harness | None = None
+    base, base_why_not = None, None
     try:
         bad = load_candidate(harness, req)
         if bad is not None:
@@ -127,6 +179,8 @@ def drive(
         stages[Stage.LOAD] = passed(
             Stage.LOAD, f"Model and ModelNew loaded; regimes: {', '.join(names)}", regimes=names
         )
+        if req.device == "cuda":  # loaded now, outside the GPU lock, timed after correctness
+            base_harness, base, base_why_not = _base_side(req, workdir, inputs)
         running = Stage.COMPILE
         event("start", stage=running.value, detail=names[0])
         compiled, first = checker.compile(manifest.regimes[0])
@@ -154,14 +208,21 @@ def drive(
             ):
                 running = Stage.PROFILE
                 event("start", stage=running.value)
-                _profile_and_replay(req, manifest, checker, stages, event)
+                _profile_and_replay(
+                    req, manifest, checker, stages, event, inputs, base, base_why_not
+                )
     except CandidateDied as e:
+        full = machine_fault(workdir, str(e))
+        if full is not None:
+            raise full from None
         stages[running] = failed(running, str(e))
         if running is Stage.PROFILE:
             stages.pop(Stage.PROFILE)
             stages[Stage.CORRECTNESS] = failed(Stage.CORRECTNESS, f"after timing: {e}")
     finally:
         harness.close()
+        if base_harness is not None:
+            base_harness.close()
     timed_out = harness.timed_out
     if (
         checker.seen.violation
@@ -176,7 +237,9 @@ def drive(
         stages[Stage.PROFILE] = StageResult(stage=Stage.PROFILE, status=Status.NOT_MEASURED,
                                             message="no GPU: timing not measured, and never estimated")  # fmt: skip
     verdict = _done(req, stages, manifest, isolation, checker, assemble)
-    return verdict.model_copy(update={"timed_out": timed_out}) if timed_out else verdict
+    return verdict.model_copy(
+        update={"timed_out": timed_out, "lock_wait_s": clock.waited + disk_wait}
+    )
 
 
 def _done(req: GateRequest, stages: dict[Stage, StageResult], manifest: RefManifest, isolation: str,
@@ -228,9 +291,30 @@ def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
                                             seconds=time.perf_counter() - t0)  # fmt: skip
 
 
+def _base_side(req: GateRequest, workdir: Path, inputs: Path) -> tuple[Any, Any, str | None]:
+    """The base's harness, loaded, for side-by-side timing: (harness, side, why not)."""
+    from klineage.gate.profile import Side
+
+    if not req.base:
+        return None, None, None
+    (workdir / "base").mkdir()
+    harness = Harness(
+        Path(req.base), req.device, workdir / "base", inputs, Clock(req.config.timeout_s), None
+    )
+    try:
+        bad = load_candidate(harness, req, req.base)
+    except CandidateDied as e:
+        bad = failed(Stage.LOAD, str(e))
+    if bad is not None:
+        harness.close()
+        return None, None, bad.message.splitlines()[0]
+    return harness, Side(harness, inputs, "base"), None
+
+
 def _profile_and_replay(req: GateRequest, manifest: RefManifest, checker: Checker,
-                        stages: dict[Stage, StageResult], event: Callable[..., None]) -> None:  # fmt: skip
-    from klineage.gate.profile import profile_stage
+                        stages: dict[Stage, StageResult], event: Callable[..., None],
+                        inputs: Path, base: Any, why_not: str | None) -> None:  # fmt: skip
+    from klineage.gate.profile import Side, profile_stage
 
     correctness = stages[Stage.CORRECTNESS]
     verified: list[RefRegime] = [r for r in manifest.regimes
@@ -241,7 +325,14 @@ def _profile_and_replay(req: GateRequest, manifest: RefManifest, checker: Checke
         if why:
             stages[Stage.RUNTIME_GUARDS] = failed(Stage.RUNTIME_GUARDS, f"{regime.name}: {why}")
             return
-    stages[Stage.PROFILE] = profile_stage(req, verified, checker, event)
+    if base is not None:  # the base's clock runs from its first timing, not from its load
+        base.harness.clock.start = time.monotonic()
+    profiled = profile_stage(req, verified, Side(checker.harness, inputs, "candidate"), event,
+                             base=base, launch_ms=manifest.launch_ms)  # fmt: skip
+    if why_not:
+        note = f"; base {req.base} not timed: {why_not}"
+        profiled = profiled.model_copy(update={"message": profiled.message + note})
+    stages[Stage.PROFILE] = profiled
     for regime in verified:
         event("progress", detail=f"graph replay {regime.name}")
         why = checker.graph_replay(regime)

@@ -121,6 +121,10 @@ FORBIDDEN_AUDIT_PREFIXES = (
     "ctypes.",
     "sqlite3.",
 )
+# Loading a shared library is not compute: torch and Triton do it lazily on a first GPU call
+# (torch.cuda.get_device_properties looked up libraries so, on the H200). Calling into one
+# (ctypes.call_function), or reading and writing memory through ctypes, still is.
+ALLOWED_AUDIT_EVENTS = frozenset(("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle"))
 # Scalar reads and writes a launcher needs are few (a size, a flag); thousands of them per
 # forward are a host loop over the elements.
 ELEMENTWISE_HOST_OPS = frozenset(
@@ -143,6 +147,7 @@ class State:
         self.force_config: int | None = None
         self.autotuners: dict[str, int] = {}  # kernel name -> configs it may pick from
         self.forced: dict[str, str] = {}
+        self.picked: dict[str, str] = {}  # kernel name -> the config its autotuner chose
         self.harness_threads: set[int] = set()
         self.closing = False
 
@@ -158,10 +163,16 @@ class State:
 
 
 STATE = State()
+DEVTIME: Any = None  # gate/devtime.py, imported by main() from beside this script
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if STATE.in_forward and not STATE.in_triton and event.startswith(FORBIDDEN_AUDIT_PREFIXES):
+    if (
+        STATE.in_forward
+        and not STATE.in_triton
+        and event.startswith(FORBIDDEN_AUDIT_PREFIXES)
+        and event not in ALLOWED_AUDIT_EVENTS
+    ):
         STATE.violation(f"{event} during forward (only Triton kernels may compute)")
         if os.environ.get("KL_DEBUG_AUDIT"):
             traceback.print_stack()
@@ -320,7 +331,11 @@ def _wrap_autotuner(cls: Any) -> None:
         name = str(getattr(getattr(self, "base_fn", None), "__name__", "kernel"))
         STATE.autotuners[name] = max(STATE.autotuners.get(name, 0), len(configs))
         if STATE.force_config is None:
-            return original(self, *args, **kwargs)
+            out = original(self, *args, **kwargs)
+            best = getattr(self, "best_config", None)
+            if best is not None:
+                STATE.picked[name] = _describe(best)
+            return out
         chosen = configs[min(STATE.force_config, len(configs) - 1)]
         STATE.forced[name] = _describe(chosen)
         saved = self.configs
@@ -407,6 +422,7 @@ class Harness:
         self.models: dict[str, Any] = {}
         self.buffers: dict[str, list[Any]] = {}
         self.graphs: dict[str, Any] = {}
+        self.timers: dict[str, Any] = {}
         self.monitors: tuple[Any, Any] | None = None
 
     def send(self, obj: dict[str, Any]) -> None:
@@ -682,27 +698,24 @@ class Harness:
             "launched": sorted(STATE.kernels),
         }
 
-    def profile(self, cmd: dict[str, Any]) -> dict[str, Any]:
+    def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """One round of timing on a regime (gate/devtime.py): device samples by graph replay,
+        host samples by eager launches. The timer (input sets, captured graph) is built on the
+        first round and kept, so later rounds are comparable."""
         import torch
-        import triton.testing
 
-        model = self.model(cmd["regime"], cmd["init"])
-        values = [v.to(self.device) if isinstance(v, torch.Tensor) else v
-                  for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]]  # fmt: skip
-        with torch.no_grad():
-            p20, p50, p80 = triton.testing.do_bench(
-                lambda: model(*values),
-                warmup=cmd["warmup_ms"],
-                rep=cmd["rep_ms"],
-                quantiles=[0.2, 0.5, 0.8],
-            )
-        return {
-            "id": cmd["id"],
-            "ok": True,
-            "p20": float(p20),
-            "p50": float(p50),
-            "p80": float(p80),
-        }
+        regime = cmd["regime"]
+        timer = self.timers.get(regime)
+        if timer is None:
+            model = self.model(regime, cmd["init"])
+            values = [v.to(self.device) if isinstance(v, torch.Tensor) else v
+                      for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]]  # fmt: skip
+            timer = DEVTIME.Timer(lambda *a: model(*a), values)
+            self.timers[regime] = timer
+        n = int(cmd["samples"])
+        return {"id": cmd["id"], "ok": True, "device": timer.device_samples(n),
+                "host": timer.host_samples(n), "capture_error": timer.capture_error,
+                "sets": timer.calls, "picked": dict(STATE.picked)}  # fmt: skip
 
     def dispatch(self, cmd: dict[str, Any]) -> dict[str, Any] | None:
         op = cmd.get("op")
@@ -714,8 +727,8 @@ class Harness:
             return self.graph_check(cmd)
         if op == "kernels":
             return self.kernels(cmd)
-        if op == "profile":
-            return self.profile(cmd)
+        if op == "time":
+            return self.time(cmd)
         if op == "exit":
             return None
         return {"id": cmd.get("id", 0), "ok": False, "error": f"unknown op {op!r}"}
@@ -749,6 +762,13 @@ def main(argv: list[str]) -> int:
         print("usage: python harness.py CMD_FD REPLY_FD", file=sys.stderr)
         return 2
     cmd_fd, reply_fd = int(argv[1]), int(argv[2])
+    global DEVTIME
+    # The timing module is copied beside this script (python -I leaves its folder off the path).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import devtime as DEVTIME
+    finally:
+        sys.path.pop(0)
     _install_process_guards()
     harness = Harness(reply_fd)
     commands = os.fdopen(cmd_fd, "r", encoding="utf-8")

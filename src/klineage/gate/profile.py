@@ -1,6 +1,11 @@
-"""The profile stage (GPU only): candidate, eager reference and torch.compile timed alike.
+"""The profile stage (GPU only): the candidate, its base, eager and torch.compile timed alike.
 
-Medians of triton.testing.do_bench (CUDA events, L2 flushed between runs), p20/p80 kept. The
+Each regime is timed in rounds (gate/devtime.py: device time by CUDA-graph replay over input
+sets several times the L2, host time by eager launches). When the call has a base (the parent
+in a walk, the best so far in optimize), the base runs in a harness of its own and the rounds
+interleave, A B B A ..., so a speedup is a ratio measured side by side, at the same clocks,
+with its per-round range. A regime whose floor is a few microseconds, or whose kernels take
+little more than an empty launch, is launch-bound: timed, shown, never evidence. The
 roofline floor is the fewest bytes (inputs read once, outputs written once) over the measured
 copy bandwidth, or the problem's flop_count over the matmul rate, whichever is larger. A
 candidate under that floor computed at the datasheet peaks, or more than max_speedup_vs_reference times faster than eager, is
@@ -12,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from klineage.gate.records import RegimeOutcome, Stage, StageResult, Status
+from klineage.gate.records import NOISE_FLOOR, ProfileRow, RegimeOutcome, Stage, StageResult, Status
 from klineage.gate.request import GateRequest
 
 
@@ -69,10 +74,185 @@ def spin_up_gpu(ms: float, device: str = "cuda") -> int:
     return runs
 
 
-def profile_stage(req: GateRequest, regimes: list[Any], checker: Any, event: Any) -> StageResult:
-    """Time the candidate on each verified regime (in its harness), beside the reference's
-    eager and torch.compile times (measured in the reference's process), and flag results
-    faster than physics."""
+class Side:
+    """A process that times a loaded ModelNew: the candidate's harness, or the base's."""
+
+    def __init__(self, harness: Any, inputs: Any, name: str) -> None:
+        self.harness, self.inputs, self.name = harness, inputs, name
+
+    def time(self, regime: Any, samples: int) -> Any:
+        from klineage.gate.protocol import TimeReply
+
+        return self.harness.request(
+            {"op": "time", "regime": regime.name, "init": str(self.inputs / regime.init),
+             "inputs": str(self.inputs / regime.cases[0].inputs), "samples": samples},
+            TimeReply,
+        )  # fmt: skip
+
+
+def _median(xs: list[float]) -> float:
+    import statistics
+
+    return float(statistics.median(xs))
+
+
+def _q(xs: list[float]) -> tuple[float, float, float]:
+    from klineage.gate.devtime import quantiles
+
+    return quantiles(xs)
+
+
+class _Timed:
+    """What the rounds of one side gave on one regime."""
+
+    def __init__(self) -> None:
+        self.device: list[list[float]] = []
+        self.host: list[list[float]] = []
+        self.capture_error: str | None = None
+        self.sets = 1
+        self.picked: dict[str, str] = {}
+
+    def add(self, reply: Any) -> None:
+        self.device.append(list(reply.device))
+        self.host.append(list(reply.host))
+        self.capture_error = reply.capture_error
+        self.sets = reply.sets
+        self.picked = dict(reply.picked)
+
+    def has_device(self) -> bool:
+        return bool(self.device) and all(self.device)
+
+    def rounds(self, basis: str) -> list[float]:
+        return [_median(r) for r in (self.device if basis == "device" else self.host)]
+
+    def flat(self, basis: str) -> list[float]:
+        return [x for r in (self.device if basis == "device" else self.host) for x in r]
+
+
+def time_regime(
+    regime: Any, cand: Side, base: Side | None, cfg: Any
+) -> tuple[_Timed, _Timed | None, str | None]:
+    """Interleaved rounds on one regime; the base's failure is reported, not charged."""
+    from klineage.gate.session import CandidateDied
+
+    mine, theirs, base_error = _Timed(), _Timed() if base is not None else None, None
+    for i in range(cfg.timing_rounds):
+        order = [cand, base] if i % 2 == 0 else [base, cand]
+        for side in order:
+            if side is None or (side is base and base_error):
+                continue
+            if side is cand:
+                reply = cand.time(regime, cfg.timing_samples)
+                if not reply.ok:
+                    raise TimingFailed(f"{regime.name}: timing failed: {reply.error}")
+                mine.add(reply)
+                continue
+            try:
+                reply = side.time(regime, cfg.timing_samples)
+            except CandidateDied as e:
+                base_error = f"the base's process: {e}"
+                continue
+            if not reply.ok:
+                base_error = f"the base: {reply.error}"
+                continue
+            assert theirs is not None
+            theirs.add(reply)
+    if base_error:
+        theirs = None
+    return mine, theirs, base_error
+
+
+class TimingFailed(Exception):
+    pass
+
+
+def regime_row(regime: Any, mine: _Timed, theirs: _Timed | None, base_error: str | None,
+               cfg: Any, launch_ms: float | None) -> ProfileRow:  # fmt: skip
+    """The ProfileRow of one regime from both sides' rounds."""
+    basis = "device" if cfg.time_basis == "device" and mine.has_device() else "host"
+    if theirs is not None and basis == "device" and not theirs.has_device():
+        basis = "host"  # a ratio compares like with like
+    k20, k50, k80 = _q(mine.flat(basis))
+    h20, h50, h80 = _q(mine.flat("host"))
+    per_round = mine.rounds(basis)
+    row: dict[str, Any] = {
+        "kernel_ms": k50, "kernel_p20_ms": k20, "kernel_p80_ms": k80, "basis": basis,
+        "host_ms": h50, "host_p20_ms": h20, "host_p80_ms": h80,
+        "capture_error": mine.capture_error, "sets": mine.sets, "rounds": len(per_round),
+        "spread": (max(per_round) - min(per_round)) / _median(per_round) if per_round else 0.0,
+        "autotune": mine.picked, "launch_ms": launch_ms, "base_error": base_error,
+    }  # fmt: skip
+    if mine.has_device():
+        row["device_p20_ms"], row["device_ms"], row["device_p80_ms"] = _q(mine.flat("device"))
+    if theirs is not None:
+        theirs_rounds = theirs.rounds(basis)
+        ratios = [b / c for b, c in zip(theirs_rounds, per_round, strict=False) if c > 0]
+        if ratios:
+            row["base_ms"] = _median(theirs.flat(basis))
+            row["ratio"], row["ratio_lo"], row["ratio_hi"] = (
+                _median(ratios),
+                min(ratios),
+                max(ratios),
+            )
+            row["within_noise"] = (
+                row["ratio_lo"] <= 1.0 <= row["ratio_hi"] or abs(row["ratio"] - 1.0) < NOISE_FLOOR
+            )
+    row["floor_ms"], row["floor_kind"] = floor_from(regime.nbytes, regime.flops, cfg)
+    row["peak_floor_ms"] = floor_from(regime.nbytes, regime.flops, cfg, peak=True)[0]
+    row["pct_of_floor"] = 100.0 * row["floor_ms"] / k50
+    eager = regime.eager_ms if basis == "device" else regime.eager_host_ms
+    compiled = regime.compile_ms if basis == "device" else regime.compile_host_ms
+    if eager is not None:
+        row["eager_ms"], row["speedup_vs_eager"] = eager, eager / k50
+    if compiled is not None:
+        row["compile_ms"], row["speedup_vs_compile"] = compiled, compiled / k50
+    row["compile_error"] = regime.compile_error
+    devices = [row.get("device_ms")]
+    if theirs is not None and theirs.has_device():
+        devices.append(_median(theirs.flat("device")))
+    slowest_device = max((d for d in devices if d), default=0.0)
+    row["launch_bound"] = row["floor_ms"] * 1e3 < cfg.launch_bound_floor_us or bool(
+        launch_ms and slowest_device and slowest_device < cfg.launch_bound_factor * launch_ms
+    )
+    fastest = min(x for x in (k50, row.get("device_ms")) if x)
+    why = []
+    if fastest < row["peak_floor_ms"]:
+        why.append(f"{fastest:.4g} ms is under the roofline floor {row['peak_floor_ms']:.4g} ms "
+                   f"({row['floor_kind']}, datasheet peaks)")  # fmt: skip
+    if (row.get("speedup_vs_eager") or 0.0) > cfg.max_speedup_vs_reference:
+        why.append(
+            f"{row['speedup_vs_eager']:.1f}x faster than eager (limit {cfg.max_speedup_vs_reference:g}x)"
+        )
+    row["suspicious"] = why
+    return ProfileRow.model_validate(row)
+
+
+def describe(row: ProfileRow) -> str:
+    """One line per regime: the time, its basis and spread, the ratio to the base."""
+    text = f"{row.kernel_ms * 1e3:.4g} us ({row.basis}, spread {100 * row.spread:.0f}%)"
+    if row.basis == "device":
+        text += f", host {row.host_ms * 1e3:.4g} us"
+    elif row.capture_error:
+        text += f" [no device time: {row.capture_error}]"
+    if row.ratio is not None:
+        text += f", {row.ratio:.3g}x the base [{row.ratio_lo:.3g}-{row.ratio_hi:.3g}]"
+        if row.within_noise:
+            text += " within noise"
+    elif row.base_error:
+        text += f", base not timed ({row.base_error})"
+    if row.speedup_vs_eager is not None:
+        text += f", {row.speedup_vs_eager:.2f}x eager"
+    if row.pct_of_floor is not None:
+        text += f", {row.pct_of_floor:.0f}% of floor"
+    if row.launch_bound:
+        text += ", launch-bound (not evidence)"
+    return text
+
+
+def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, *,
+                  base: Side | None = None, launch_ms: float | None = None) -> StageResult:  # fmt: skip
+    """Time the candidate (beside its base, when given) on each verified regime, beside the
+    reference's eager and torch.compile times, and flag results faster than physics."""
     cfg = req.config
     t0 = time.perf_counter()
     rows: dict[str, dict[str, Any]] = {}
@@ -80,47 +260,18 @@ def profile_stage(req: GateRequest, regimes: list[Any], checker: Any, event: Any
     suspicious: list[str] = []
     for regime in regimes:
         event("progress", detail=f"profile {regime.name}")
-        reply = checker.time(regime)
-        if not reply.ok:
-            return StageResult(
-                stage=Stage.PROFILE,
-                status=Status.FAILED,
-                message=f"{regime.name}: timing failed: {reply.error}",
-            )
-        row: dict[str, Any] = {
-            "kernel_ms": reply.p50,
-            "kernel_p20_ms": reply.p20,
-            "kernel_p80_ms": reply.p80,
-        }
-        row["floor_ms"], row["floor_kind"] = floor_from(regime.nbytes, regime.flops, cfg)
-        row["peak_floor_ms"] = floor_from(regime.nbytes, regime.flops, cfg, peak=True)[0]
-        if regime.eager_ms is not None:
-            row["eager_ms"] = regime.eager_ms
-            row["speedup_vs_eager"] = regime.eager_ms / reply.p50
-        if regime.compile_ms is not None:
-            row["compile_ms"] = regime.compile_ms
-            row["speedup_vs_compile"] = regime.compile_ms / reply.p50
-        if regime.compile_error:
-            row["compile_error"] = regime.compile_error
-        row["pct_of_floor"] = 100.0 * row["floor_ms"] / reply.p50
-        rows[regime.name] = row
-        why = []
-        if row["kernel_ms"] < row["peak_floor_ms"]:
-            why.append(
-                f"{row['kernel_ms']:.4g} ms is under the roofline floor {row['peak_floor_ms']:.4g} ms ({row['floor_kind']}, datasheet peaks)"
-            )
-        if row.get("speedup_vs_eager", 0.0) > cfg.max_speedup_vs_reference:
-            why.append(
-                f"{row['speedup_vs_eager']:.1f}x faster than eager (limit {cfg.max_speedup_vs_reference:g}x)"
-            )
-        status = Status.PASSED
-        msg = f"{row['kernel_ms']:.4g} ms, {row.get('speedup_vs_eager', float('nan')):.2f}x eager, {row['pct_of_floor']:.0f}% of floor"
-        if why:
-            row["suspicious"] = why
-            suspicious.append(f"{regime.name}: " + "; ".join(why))
+        try:
+            mine, theirs, base_error = time_regime(regime, cand, base, cfg)
+        except TimingFailed as e:
+            return StageResult(stage=Stage.PROFILE, status=Status.FAILED, message=str(e))
+        row = regime_row(regime, mine, theirs, base_error, cfg, launch_ms)
+        rows[regime.name] = row.model_dump(mode="json", exclude_none=True)
+        status, msg = Status.PASSED, describe(row)
+        if row.suspicious:
+            suspicious.append(f"{regime.name}: " + "; ".join(row.suspicious))
             if not cfg.allow_suspicious:
                 status = Status.FAILED
-            msg += " [suspicious: " + "; ".join(why) + "]"
+            msg += " [suspicious: " + "; ".join(row.suspicious) + "]"
         outcomes.append(RegimeOutcome(regime=regime.name, status=status, message=msg))
     if suspicious and not cfg.allow_suspicious:
         return StageResult(
@@ -130,5 +281,6 @@ def profile_stage(req: GateRequest, regimes: list[Any], checker: Any, event: Any
         )  # fmt: skip
     return StageResult(
         stage=Stage.PROFILE, status=Status.PASSED, message="; ".join(f"{o.regime}: {o.message}" for o in outcomes),
-        regimes=outcomes, numbers={"regimes": rows}, seconds=time.perf_counter() - t0,
+        regimes=outcomes, numbers={"regimes": rows, "launch_ms": launch_ms, "basis": cfg.time_basis},
+        seconds=time.perf_counter() - t0,
     )  # fmt: skip

@@ -60,14 +60,20 @@ class RefRegime(BaseModel):
     flops: float | None = None
     input_shapes: list[list[int]] = Field(default_factory=list)
     input_dtypes: list[str] = Field(default_factory=list)
+    # The reference timed like a candidate (gate/devtime.py): device time by graph replay
+    # (None where capture failed) and host time by eager launches, medians in ms.
     eager_ms: float | None = None
+    eager_host_ms: float | None = None
     compile_ms: float | None = None
+    compile_host_ms: float | None = None
     compile_error: str | None = None
+    timing_note: str | None = None  # why a device time is missing
 
 
 class RefManifest(BaseModel):
     regimes: list[RefRegime]
     environment: Environment
+    launch_ms: float | None = None  # one empty kernel, graph-replayed (GPU only)
     seconds: float = 0.0
 
 
@@ -115,7 +121,12 @@ class KernelsReply(_Reply):
     launched: list[str] = Field(default_factory=list)
 
 
-class ProfileReply(_Reply):
-    p20: float = 0.0
-    p50: float = 0.0
-    p80: float = 0.0
+class TimeReply(_Reply):
+    """One round of timing (gate/devtime.py): ms per call, device (graph replay) and host
+    (eager launches). No device samples when the forward could not be captured."""
+
+    device: list[float] = Field(default_factory=list, max_length=64)
+    host: list[float] = Field(default_factory=list, max_length=64)
+    capture_error: str | None = None
+    sets: int = 1  # input sets the calls rotate over (together several times the L2)
+    picked: dict[str, str] = Field(default_factory=dict)  # autotuned kernel -> config chosen

@@ -80,6 +80,56 @@ class RegimeOutcome(BaseModel):
     kernels: list[str] = Field(default_factory=list)
 
 
+# The smallest difference a ratio must show to count: the naive softmax timed beside itself on
+# the H200 read 0.986-1.012 over eleven regimes (docs/benchmarks.md, "Measurement"), so any
+# ratio within 2% of 1 is within noise whatever its per-round range says.
+NOISE_FLOOR = 0.02
+
+
+class ProfileRow(BaseModel):
+    """One regime's timing (gate/profile.py), in ms per call.
+
+    kernel_ms is what decisions use (device time unless --time host asked for host time, or the
+    forward could not be captured). `ratio` is the base's time over the candidate's, measured
+    side by side in the same gate call (rounds interleaved A B B A ...); ratio_lo/ratio_hi are
+    its smallest and largest per-round values, and `within_noise` says that range holds 1.
+    """
+
+    kernel_ms: float
+    kernel_p20_ms: float
+    kernel_p80_ms: float
+    basis: str  # "device" or "host": what kernel_ms is; "old" for rows of the old timing
+    device_ms: float | None = None
+    device_p20_ms: float | None = None
+    device_p80_ms: float | None = None
+    host_ms: float
+    host_p20_ms: float
+    host_p80_ms: float
+    capture_error: str | None = None  # why there is no device time
+    spread: float = 0.0  # (max - min) / median of the per-round medians of kernel_ms
+    rounds: int = 1
+    sets: int = 1  # input sets the calls rotated over
+    base_ms: float | None = None
+    ratio: float | None = None
+    ratio_lo: float | None = None
+    ratio_hi: float | None = None
+    within_noise: bool | None = None
+    base_error: str | None = None
+    launch_bound: bool = False
+    launch_ms: float | None = None
+    floor_ms: float | None = None
+    floor_kind: str | None = None
+    peak_floor_ms: float | None = None
+    pct_of_floor: float | None = None
+    eager_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    compile_ms: float | None = None
+    speedup_vs_compile: float | None = None
+    compile_error: str | None = None
+    autotune: dict[str, str] = Field(default_factory=dict)  # kernel -> config it picked here
+    suspicious: list[str] = Field(default_factory=list)
+
+
 class StageResult(BaseModel):
     stage: Stage
     status: Status
@@ -111,6 +161,9 @@ class GateResult(BaseModel):
     calls_checked: int = 0
     # Rejected because the time ran out: not cached, since it may be the machine's load.
     timed_out: bool = False
+    # Seconds spent waiting for the GPU lock (other gate calls) or for free disk: not charged
+    # to --timeout.
+    lock_wait_s: float = 0.0
 
     @property
     def failed_stage(self) -> Stage | None:
@@ -132,3 +185,25 @@ class GateResult(BaseModel):
             if s.stage is stage:
                 return s
         return None
+
+    def profile_rows(self) -> dict[str, ProfileRow]:
+        """Per-regime timing; empty when not measured (the CPU, or a rejection)."""
+        return profile_rows(self.model_dump(mode="json"))
+
+
+def profile_rows(gate: dict[str, Any]) -> dict[str, ProfileRow]:
+    """Per-regime timing of a stored GateResult (as JSON). Rows from before the timing had
+    its current shape (protocol < 4: no host time) are read with what they have."""
+    for stage in gate.get("stages", []):
+        if stage.get("stage") == Stage.PROFILE.value:
+            rows = (stage.get("numbers") or {}).get("regimes") or {}
+            out = {}
+            for name, row in rows.items():
+                if "host_ms" not in row:  # an old row: do_bench medians, host-inclusive
+                    ms = row["kernel_ms"]
+                    p20, p80 = row.get("kernel_p20_ms", ms), row.get("kernel_p80_ms", ms)
+                    row = {**row, "basis": "old", "host_ms": ms, "host_p20_ms": p20, "host_p80_ms": p80,
+                           "kernel_p20_ms": p20, "kernel_p80_ms": p80}  # fmt: skip
+                out[name] = ProfileRow.model_validate(row)
+            return out
+    return {}

@@ -30,9 +30,24 @@ class _Entry(BaseModel):
     files: dict[str, str]  # file name -> sha256
 
 
+def _hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def _copy_hashed(src: Path, dst: Path) -> str:
-    """Copy `src` to `dst` and return the sha256 of what was copied, in one pass (a large
-    regime's tensors are GBs)."""
+    """Put `src` at `dst` and return the sha256 of what is there. A hard link where both are
+    on one filesystem (a large regime's tensors are GBs, and twelve gate calls at once filled
+    the H200 machine's disk with copies); a copy, hashed in the same pass, otherwise. A linked
+    file that someone later changes fails its hash on the next get: a miss, never a wrong case."""
+    try:
+        os.link(src, dst)
+        return _hash(dst)
+    except OSError:
+        pass
     h = hashlib.sha256()
     with src.open("rb") as fin, dst.open("wb") as fout:
         for chunk in iter(lambda: fin.read(1 << 22), b""):
@@ -61,7 +76,8 @@ class ReferenceCache:
         return hmac.new(self._macs.secret, blob, hashlib.sha256).hexdigest()
 
     def get(self, key: str, into: Path) -> RefManifest | None:
-        """Copy the entry's files into `into` (a new folder) and return its manifest."""
+        """Link (or copy) the entry's files into `into` (a new folder), check each against its
+        sha256, and return the manifest."""
         folder = self.root / key
         try:
             raw = json.loads((folder / "entry.json").read_text(encoding="utf-8"))

@@ -38,7 +38,7 @@ from klineage.gate.protocol import RefCase, RefError, RefManifest, RefRegime, Re
 from klineage.problem.loader import error_line_in
 
 CPU_TIMING = "not measured (CPU, Triton interpreter)"
-GPU_TIMING = "triton.testing.do_bench median, L2 flushed between runs, after a GPU spin-up"
+GPU_TIMING = "device time by CUDA-graph replay over rotating input sets (several times the L2), host time by eager launches, side by side with the base; after a GPU spin-up"
 
 
 def trial_seed(base: int, regime: str, trial: int) -> int:
@@ -165,7 +165,7 @@ def _first_line(e: BaseException) -> str:
 class _Float64:
     """One regime's reference evaluated in float64: the outputs as their difference from the
     expected ones, in float32 (the float64 value to 2^-24 of PyTorch's own error, in half the
-    bytes), or None and why. A failure is remembered: the later cases do not retry it."""
+    bytes; half-precision outputs keep theirs in their own dtype), or None and why. A failure is remembered: the later cases do not retry it."""
 
     def __init__(self, model: Any, problem: Any, regime: str) -> None:
         self.model, self.problem, self.regime = model, problem, regime
@@ -219,7 +219,11 @@ class _Float64:
                 )
             if not bool(torch.isfinite(g).all()):
                 return f"in float64 output {k} of the reference is not finite"
-            out.append((g - w.to(g.device).double()).float().cpu())
+            # The difference in float32, or in the output's own half precision: there only the
+            # plain tolerance against float64 applies, and the difference is a rounding error
+            # that half precision holds to 2^-8 of itself (half the bytes of a large regime).
+            keep = w.dtype if w.dtype in (torch.float16, torch.bfloat16) else torch.float32
+            out.append((g - w.to(g.device).double()).to(keep).cpu())
         return out
 
 
@@ -357,20 +361,35 @@ def _case(
 def _time_reference(
     model: Any, inputs: list[Any], problem: Any, regime: str, cfg: Any
 ) -> dict[str, Any]:
-    import torch
-    import triton.testing
+    """Eager PyTorch and torch.compile timed as candidates are (gate/devtime.py)."""
+    import statistics
 
-    def bench(fn: Any) -> float:
-        return float(triton.testing.do_bench(fn, warmup=cfg.warmup_ms, rep=cfg.rep_ms))
+    import torch
+
+    from klineage.gate.devtime import Timer
+
+    rounds = max(1, cfg.timing_rounds) * max(1, cfg.timing_samples)
+
+    def bench(fn: Any, name: str) -> dict[str, Any]:
+        timer = Timer(fn, inputs)
+        device, host = timer.device_samples(rounds), timer.host_samples(rounds)
+        out: dict[str, Any] = {f"{name}_host_ms": float(statistics.median(host))}
+        if device:
+            out[f"{name}_ms"] = float(statistics.median(device))
+        else:
+            out["timing_note"] = (
+                f"{name}: device time not measured (capture failed: {timer.capture_error})"
+            )
+        return out
 
     row: dict[str, Any] = {}
     with torch.no_grad(), problem.regime_globals(regime):
-        row["eager_ms"] = bench(lambda: model(*inputs))
+        row.update(bench(lambda *a: model(*a), "eager"))
         if cfg.profile_compile:
             try:
                 compiled = torch.compile(model)
                 compiled(*inputs)
-                row["compile_ms"] = bench(lambda: compiled(*inputs))
+                row.update(bench(lambda *a: compiled(*a), "compile"))
             except Exception as e:  # a fact about the baseline, not the candidate
                 row["compile_error"] = (
                     f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -394,7 +413,13 @@ def run(req: RefRequest, out: Path) -> RefManifest:
     t0 = time.perf_counter()
     built = [build_regime(problem, req, r, out, i) for i, r in enumerate(regimes)]
     env = capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING)
-    return RefManifest(regimes=built, environment=env, seconds=time.perf_counter() - t0)
+    launch_ms = None
+    if req.time_reference:
+        from klineage.gate.devtime import empty_launch_ms
+
+        launch_ms = empty_launch_ms()
+    return RefManifest(regimes=built, environment=env, launch_ms=launch_ms,
+                       seconds=time.perf_counter() - t0)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

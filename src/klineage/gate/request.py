@@ -21,6 +21,9 @@ class GateRequest(BaseModel):
     regimes: list[str] = Field(default_factory=list)
     overrides: dict[str, Any] = Field(default_factory=dict)
     config: GateConfig = Field(default_factory=GateConfig)
+    # A kernel already accepted for this problem (the walk's parent, optimize's best so far):
+    # on a GPU it is timed beside the candidate, in its own harness, for side-by-side ratios.
+    base: str | None = None
 
 
 def failed(stage: Stage, message: str, **numbers: Any) -> StageResult:

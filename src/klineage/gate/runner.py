@@ -111,6 +111,7 @@ def run_gate(
     cache_dir: Path | None = None,
     on_event: EventCallback | None = None,
     static_guards: bool = True,
+    base: str | Path | None = None,
 ) -> GateResult:
     """Gate one candidate against one problem. Never raises for anything in the two files;
     raises UsageError for arguments that cannot work (no GPU for --device cuda, an isolation
@@ -118,16 +119,21 @@ def run_gate(
 
     static_guards=False skips the source guards so that tests can show each later layer
     (sandbox, harness, comparison) holding on its own; no command turns them off, and such a
-    verdict is never cached."""
+    verdict is never cached.
+
+    base: an accepted kernel for the same problem (a walk's parent, optimize's best so far). On
+    a GPU it is timed beside the candidate, so the profile rows carry side-by-side ratios."""
     from klineage.gate.sandbox import strongest_level
 
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device {device}: expected cpu or cuda")
     config = config or GateConfig()
     problem_path, candidate_path = Path(problem).resolve(), Path(candidate).resolve()
+    base_path = Path(base).resolve() if base is not None and device == "cuda" else None
     req = GateRequest(
         problem=str(problem_path), candidate=str(candidate_path), device=device,
         regimes=list(regimes or []), overrides=dict(overrides or {}), config=config,
+        base=str(base_path) if base_path is not None else None,
     )  # fmt: skip
     t0 = time.perf_counter()
     for path, whose in ((problem_path, Fault.PROBLEM), (candidate_path, Fault.CANDIDATE)):
@@ -144,12 +150,22 @@ def run_gate(
         msg = "; ".join(v.render(candidate_path.name) for v in violations)
         return assemble(req, {Stage.STATIC_GUARDS: failed(Stage.STATIC_GUARDS, msg)},
                         seconds=time.perf_counter() - t0)  # fmt: skip
+    base_src = None
+    if base_path is not None:
+        try:
+            base_src = read_source(base_path)
+            base_ok = not check_static(parse_source(base_path, base_src))
+        except LoadError:
+            base_ok = False
+        if not base_ok:  # never timed: the candidate is still gated, without ratios
+            req = req.model_copy(update={"base": None})
+            base_src = None
     level = strongest_level()
     key = cache_key(
         {
             "problem": problem_src, "candidate": candidate_src, "regimes": req.regimes, "overrides": req.overrides,
             "config": config.model_dump(exclude={"cache"}), "env": environment_fingerprint(device),
-            "isolation": str(level), "gate": GATE_PROTOCOL,
+            "isolation": str(level), "gate": GATE_PROTOCOL, "base": base_src,
         }
     )  # fmt: skip
     cache = GateCache(cache_dir or default_cache_dir()) if config.cache and static_guards else None

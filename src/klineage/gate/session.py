@@ -43,6 +43,7 @@ from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command
 R = TypeVar("R", bound=BaseModel)
 _SRC_ROOT = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).with_name("harness.py")
+DEVTIME = Path(__file__).with_name("devtime.py")  # the harness's timing, copied beside it
 
 
 class CandidateDied(Exception):
@@ -235,6 +236,7 @@ class Harness:
         run_dir.mkdir()
         script = run_dir / "main.py"
         shutil.copyfile(HARNESS, script)
+        shutil.copyfile(DEVTIME, run_dir / "devtime.py")
         cmd_r, self._cmd_w = os.pipe()
         self._rep_r, rep_w = os.pipe()
         spec = sandbox_command(

@@ -75,7 +75,8 @@ def probe_lineage(
                 row.message = f"did not apply to the simplest kernel: {m.reason}"
             else:
                 g = run_gate(Path(lin.problem_path), candidate_file(m.source), device=lin.device,
-                             regimes=lin.regimes or None, config=config)  # fmt: skip
+                             regimes=lin.regimes or None, config=config,
+                             base=candidate_file(simplest.source) if lin.device == "cuda" else None)  # fmt: skip
                 row.applied, row.accepted, row.candidate = True, g.accepted, m.source
                 row.gate = g.model_dump(mode="json")
                 row.failed_stage = g.failed_stage.value if g.failed_stage else None

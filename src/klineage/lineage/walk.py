@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from klineage.config import GateConfig, default_cache_dir
 from klineage.errors import LoadError, UsageError
 from klineage.gate import GateResult, Stage, run_gate
+from klineage.metrics import speedups, timed_geomean
 from klineage.problem.loader import read_source
 from klineage.rewrite import RewritePass, Site, all_passes
 from klineage.store import Store
@@ -85,12 +85,10 @@ def kernel_ms(gate: dict[str, Any]) -> dict[str, float]:
 
 
 def slowdown(parent_gate: dict[str, Any], child_gate: dict[str, Any]) -> float | None:
-    """Geometric mean over regimes of child/parent kernel time; None when not measured."""
-    p, c = kernel_ms(parent_gate), kernel_ms(child_gate)
-    common = [r for r in p if r in c and p[r] > 0 and c[r] > 0]
-    if not common:
-        return None
-    return math.exp(sum(math.log(c[r] / p[r]) for r in common) / len(common))
+    """Geometric mean of child/parent time over the regimes that are not launch-bound (side
+    by side where the child was gated beside its parent); None when none was measured."""
+    g = timed_geomean(speedups(parent_gate, child_gate))
+    return 1.0 / g if g else None
 
 
 def _order(
@@ -117,13 +115,15 @@ class Walk:
         self.config, self.passes = config, passes
         self.emit = on_event or (lambda kind, data: None)
 
-    def gate(self, source: str) -> GateResult:
+    def gate(self, source: str, base: str | None = None) -> GateResult:
+        """Gate `source`; on a GPU, timed beside `base` (its parent) for side-by-side ratios."""
         return run_gate(
             self.problem,
             candidate_file(source),
             device=self.device,
             regimes=self.regimes or None,
             config=self.config,
+            base=candidate_file(base) if base is not None and self.device == "cuda" else None,
         )
 
     def run(self) -> str:
@@ -287,7 +287,7 @@ class Walk:
                 reason="the rewrite changed nothing",
             )
             return aid, None, None
-        g = self.gate(r.source)
+        g = self.gate(r.source, node.source)
         gate = g.model_dump(mode="json")
         failed = g.failed_stage.value if g.failed_stage else None
         aid = self.store.add_attempt(

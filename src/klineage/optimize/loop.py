@@ -30,8 +30,9 @@ from typing import Any
 from klineage.config import GateConfig
 from klineage.errors import KLineageError, LoadError, UsageError
 from klineage.gate import GateResult, run_gate
-from klineage.lineage.walk import candidate_file, kernel_ms, sha
+from klineage.lineage.walk import candidate_file, sha
 from klineage.llm.base import LLMBackend
+from klineage.metrics import Speedup, geomean, speedups, timed_geomean
 from klineage.optimize.materialize import LLMMaterializer, Materialized, mechanical
 from klineage.optimize.policies import Context, Proposal, get_policy
 from klineage.problem.loader import read_source
@@ -116,18 +117,45 @@ def regime_names_of(problem_src: str) -> list[str]:
     return [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
 
 
-def geomean(xs: list[float]) -> float:
-    xs = [x for x in xs if x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 1.0
-
-
 def speedup(
     base_gate: dict[str, Any], new_gate: dict[str, Any], timed: list[str]
-) -> dict[str, float]:
-    """base / new kernel time per timed regime both measured (empty on the CPU)."""
-    b, n = kernel_ms(base_gate), kernel_ms(new_gate)
-    regimes = [r for r in (timed or list(b)) if r in b and r in n and n[r] > 0]
-    return {r: b[r] / n[r] for r in regimes}
+) -> dict[str, Speedup]:
+    """base / new per timed regime both measured (side by side where new was gated beside
+    base); empty on the CPU."""
+    x = speedups(base_gate, new_gate)
+    return {r: v for r, v in x.items() if not timed or r in timed}
+
+
+def _curve_point(x: dict[str, Speedup]) -> float:
+    return timed_geomean(x) or 1.0
+
+
+def keep_decision(x: dict[str, Speedup], margin: float) -> dict[str, Any]:
+    """Kept when the geomean over the regimes that are not launch-bound is at least 1 + margin
+    and some regime's gain clears its own measured spread (a side-by-side range above 1)."""
+    g = timed_geomean(x)
+    if g is None:
+        bound = [r for r, v in x.items() if v.launch_bound]
+        why = f"every timed regime is launch-bound ({', '.join(bound)})" if bound else "not timed"
+        return {"speedup": None, "kept": False, "message": f"correct; {why}: not kept"}
+    cleared = [r for r, v in x.items() if v.evidence and v.value > 1.0]
+    if g >= 1.0 + margin and cleared:
+        return {
+            "speedup": g,
+            "kept": True,
+            "message": f"kept: {g:.3f}x over the best so far (beyond the spread on {', '.join(cleared)})",
+        }
+    if g >= 1.0 + margin:
+        return {
+            "speedup": g,
+            "kept": False,
+            "message": f"correct, {g:.3f}x but within noise on every regime: not kept",
+        }
+    return {
+        "speedup": g,
+        "kept": False,
+        "message": f"correct, not faster by {margin:.0%}: {g:.3f}x",
+    }
 
 
 class Optimizer:
@@ -177,9 +205,11 @@ class Optimizer:
 
     # gate ---------------------------------------------------------------------------------
 
-    def gate(self, source: str, config: GateConfig) -> GateResult:
+    def gate(self, source: str, config: GateConfig, base: str | None = None) -> GateResult:
+        """Gate `source`; on a GPU, timed beside `base` (the best so far) for side-by-side ratios."""
         return run_gate(self.problem, candidate_file(source), device=self.device,
-                        regimes=self.settings.regimes or None, config=config)  # fmt: skip
+                        regimes=self.settings.regimes or None, config=config,
+                        base=candidate_file(base) if base is not None and self.device == "cuda" else None)  # fmt: skip
 
     # the run ------------------------------------------------------------------------------
 
@@ -348,7 +378,7 @@ class Optimizer:
                           message=f"same kernel as trial {st.seen[sha(m.source)]}; not gated again")  # fmt: skip
         else:
             self.emit("gating", {"seq": st.seq, "label": prop.label, "materializer": materializer})
-            g = self.gate(m.source, self.config)
+            g = self.gate(m.source, self.config, st.best_source)
             gate = g.model_dump(mode="json")
             fields.update(candidate=m.source, candidate_sha=sha(m.source), gated=True, accepted=g.accepted, gate=gate,
                           failed_stage=g.failed_stage.value if g.failed_stage else None,
@@ -374,11 +404,7 @@ class Optimizer:
     def _judge(self, st: State, gate: dict[str, Any], prop: Proposal) -> dict[str, Any]:
         """Whether an accepted candidate becomes the new best, and by how much it is faster."""
         if self.device == "cuda":
-            x = speedup(st.best_gate, gate, self.timed)
-            g = geomean(list(x.values())) if x else None
-            kept = g is not None and g >= 1.0 + self.settings.margin
-            return {"speedup": g, "kept": kept, "message": (f"kept: {g:.3f}x over the best so far" if kept else
-                    f"correct, not faster by {self.settings.margin:.0%}: {g:.3f}x" if g else "correct, not timed")}  # fmt: skip
+            return keep_decision(speedup(st.best_gate, gate, self.timed), self.settings.margin)
         kept = prop.predicted is not None and prop.predicted >= PAYS_OFF
         return {"kept": kept, "message": (f"kept (predicted, not measured): the skill predicts {prop.predicted:.2f}x" if kept
                 else "correct; no predicted gain, so not kept (nothing is timed on the CPU)")}  # fmt: skip
@@ -392,8 +418,9 @@ class Optimizer:
         if t.kept and t.candidate and t.gate:
             st.best_source, st.best_gate = t.candidate, t.gate
         if t.gated:
-            x = speedup(self.start_gate, st.best_gate, self.timed)
-            st.curve.append((st.gate_calls, geomean(list(x.values())) if x else 1.0))
+            st.curve.append(
+                (st.gate_calls, _curve_point(speedup(self.start_gate, st.best_gate, self.timed)))
+            )
 
     @staticmethod
     def _event(t: TrialRow, prop: Proposal) -> dict[str, Any]:
@@ -407,11 +434,14 @@ class Optimizer:
         start_rows = _profile_rows(self.start_gate)
         best_rows = _profile_rows(st.best_gate)
         per_regime = {}
+        overall = speedup(self.start_gate, st.best_gate, self.timed)
         for r in self.timed:
             a, b = start_rows.get(r, {}), best_rows.get(r, {})
             if a.get("kernel_ms") and b.get("kernel_ms"):
                 per_regime[r] = {
                     "start_ms": a["kernel_ms"], "best_ms": b["kernel_ms"], "speedup": a["kernel_ms"] / b["kernel_ms"],
+                    "launch_bound": bool(r in overall and overall[r].launch_bound),
+                    "status": overall[r].status if r in overall else "not measured",
                     "vs_eager": a["eager_ms"] / b["kernel_ms"] if a.get("eager_ms") else None,
                     "vs_compile": a["compile_ms"] / b["kernel_ms"] if a.get("compile_ms") else None,
                     "pct_of_floor": 100.0 * b["floor_ms"] / b["kernel_ms"] if b.get("floor_ms") else None,
@@ -425,7 +455,7 @@ class Optimizer:
             "gate_calls": st.gate_calls, "budget": self.settings.budget, "tokens": st.tokens, "trials": len(trials),
             "applied": [{"seq": t.seq, "proposal": t.proposal, "label": t.label, "materializer": t.materializer, "speedup": t.speedup,
                          "predicted": t.predicted, "message": t.message} for t in applied],
-            "speedup": geomean([v["speedup"] for v in per_regime.values()]) if measured else None,
+            "speedup": geomean(v["speedup"] for v in per_regime.values() if not v["launch_bound"]) if measured else None,
             "predicted": _predicted_total(applied) if not measured else None,
             "regimes": per_regime, "curve": st.curve, "best_source": st.best_source,
             "environment": (st.best_gate.get("environment") or {}),

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from klineage.errors import LoadError
+from klineage.metrics import PAYS_OFF
 from klineage.skills.model import Skill
 
 DASH = "–"
@@ -30,8 +31,6 @@ COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#00
 DASHES = ("", "7 3", "2 3", "9 3 2 3")
 # The speedup band inside which an effect is shown as neutral (same threshold as the skills'
 # "pays off" condition, docs/SKILLS.md).
-PAYS_OFF = 1.05
-
 
 # --------------------------------------------------------------------------- loading
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from klineage.metrics import PAYS_OFF
 from klineage.problem.shapes import features, regime_shapes
 from klineage.skills.model import Condition
 
 FEATURES = ("row_length", "rows", "elements")
-PAYS_OFF = 1.05
 
 _SHAPES: dict[str, dict[str, dict[str, float]]] = {}
 

@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from klineage.metrics import PAYS_OFF, Speedup, inverse, speedups
 from klineage.rewrite import all_passes
 from klineage.skills.conditions import learn_threshold, regime_features
 from klineage.skills.model import (
@@ -31,15 +32,6 @@ from klineage.store.db import AttemptRow, StoreError
 HARDWARE_CONDITIONS = {
     "tma_descriptors": "GPU compute capability >= 9.0 (tensor descriptors are a Hopper feature)",
 }
-# A measured effect at or above this pays off; the issue's threshold.
-PAYS_OFF = 1.05
-
-
-def _profile_rows(gate: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    for stage in (gate or {}).get("stages", []):
-        if stage["stage"] == "profile":
-            return stage.get("numbers", {}).get("regimes", {}) or {}
-    return {}
 
 
 def _regime_kernels(gate: dict[str, Any] | None) -> dict[str, set[str]]:
@@ -91,30 +83,50 @@ def _failure(a: AttemptRow, why: str) -> FailureAvoided:
 
 
 def trusted(e: Effect) -> bool:
-    """An effect that can be told apart from timing noise: measured on kernels of 50 us or more,
-    or large (3x or more; the spread seen between gate processes on shorter kernels was 2x)."""
-    if e.speedup is None or e.base_ms is None or e.new_ms is None or e.exercised is False:
-        return False
-    long_enough = min(e.base_ms, e.new_ms) >= 0.05
-    return long_enough or max(e.speedup, 1 / e.speedup) >= 3.0
+    """An effect retrieval may predict from: a gain beyond its spread, or no gain to be seen
+    (within noise, under PAYS_OFF); never a launch-bound regime, old timing, or code that did
+    not run there (pays() says which)."""
+    return pays(e) is not None
+
+
+def pays(e: Effect) -> bool | None:
+    """True: a gain of PAYS_OFF or more beyond its spread. False: measured and below PAYS_OFF
+    (within noise included: no gain to be seen). None: not evidence either way (launch-bound,
+    old timing, unexercised, or a gain the spread cannot tell from none)."""
+    if e.speedup is None or e.exercised is False or e.status not in ("measured", "within noise"):
+        return None
+    if e.speedup >= PAYS_OFF:
+        return True if e.status == "measured" else None
+    return False
+
+
+def _pays_predicate(effects: list[Effect], prefix: str) -> str:
+    yes = [e.regime for e in effects if pays(e) is True]
+    no = [e.regime for e in effects if pays(e) is False]
+    rest = [f"{e.regime} ({e.status})" for e in effects if pays(e) is None]
+    text = f"{prefix}pays off (>= {PAYS_OFF}x) on: {', '.join(yes) or 'none'}; not on: {', '.join(no) or 'none'}"
+    return text + (f"; not evidence: {', '.join(rest)}" if rest else "")
+
+
+def _effect(s: Speedup | None, regime: str, **fields: Any) -> Effect:
+    if s is None:
+        return Effect(regime=regime, measured=False, status="not measured", **fields)
+    return Effect(regime=regime, base_ms=s.base_ms, new_ms=s.new_ms, speedup=s.value, measured=True,
+                  status=s.status, lo=s.lo, hi=s.hi, side_by_side=s.side_by_side, basis=s.basis, **fields)  # fmt: skip
 
 
 def _probe_effects(probe_gate: dict[str, Any], simplest_gate: dict[str, Any], function: str, env: dict[str, Any],
                    lid: str, step: int) -> list[Effect]:  # fmt: skip
     """Effects of a forward probe: the simplest kernel (base) against it with the step's
-    optimization added back (new), per regime both timed."""
-    base_rows, new_rows = _profile_rows(simplest_gate), _profile_rows(probe_gate)
+    optimization added back (new), per regime both timed (side by side: the probe was gated
+    beside the simplest kernel)."""
     dtypes = _regime_dtypes(probe_gate)
-    out = []
-    for regime, row in new_rows.items():
-        b, n = base_rows.get(regime, {}).get("kernel_ms"), row.get("kernel_ms")
-        if b is None or n is None or n <= 0:
-            continue
-        out.append(Effect(regime=regime, gpu=env.get("gpu_name"), arch=env.get("compute_capability"), dtype=dtypes.get(regime),
-                          base_ms=b, new_ms=n, speedup=b / n, measured=True, environment=env or None,
-                          exercised=exercised(function, regime, simplest_gate, probe_gate), lineage_id=lid, step=step,
-                          context="simplest"))  # fmt: skip
-    return out
+    return [
+        _effect(x, regime, gpu=env.get("gpu_name"), arch=env.get("compute_capability"), dtype=dtypes.get(regime),
+                environment=env or None, exercised=exercised(function, regime, simplest_gate, probe_gate),
+                lineage_id=lid, step=step, context="simplest")
+        for regime, x in speedups(simplest_gate, probe_gate).items()
+    ]  # fmt: skip
 
 
 def skill_id(pass_name: str, lineage_id: str, step: int) -> str:
@@ -164,23 +176,19 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
                 evidence=f"gate ({lin.device}), lineage {lin.id} step {child.step}",
             )
         )
-        effects: list[Effect] = []
-        base_rows, new_rows = _profile_rows(child.gate), _profile_rows(parent.gate)
+        # The child (without the optimization) was gated beside its parent (with it): the
+        # effect is child time / parent time, the inverse of the child's ratio to its base.
+        measured_here = speedups(parent.gate, child.gate)
         dtypes = _regime_dtypes(child.gate)
         gpu = env.get("gpu_name")
         arch = env.get("compute_capability")
-        for regime in held:
-            b, n = (
-                base_rows.get(regime, {}).get("kernel_ms"),
-                new_rows.get(regime, {}).get("kernel_ms"),
-            )
-            speedup = b / n if b is not None and n is not None and n > 0 else None
-            effects.append(
-                Effect(regime=regime, gpu=gpu, arch=arch, dtype=dtypes.get(regime), base_ms=b, new_ms=n,
-                       speedup=speedup, measured=speedup is not None, environment=env or None,
-                       exercised=exercised(site.get("function") or "", regime, parent.gate, child.gate),
-                       lineage_id=lin.id, step=child.step)
-            )  # fmt: skip
+        effects: list[Effect] = [
+            _effect(inverse(measured_here[regime]) if regime in measured_here else None, regime, gpu=gpu, arch=arch,
+                    dtype=dtypes.get(regime), environment=env or None,
+                    exercised=exercised(site.get("function") or "", regime, parent.gate, child.gate),
+                    lineage_id=lin.id, step=child.step)
+            for regime in held
+        ]  # fmt: skip
         probe = probes.get(child.step)
         base = nodes.get(probe.base_node) if probe is not None else None
         probed = (
@@ -189,38 +197,26 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
             else []
         )  # fmt: skip
         measured_effects = [e for e in effects if e.measured and e.speedup is not None]
-        # Threshold learning uses only effects beyond the noise measured between gate processes
-        # (docs/benchmarks.md: up to 2x on kernels under 50 us).
+        # Thresholds and "pays off" come only from effects that are evidence (klineage/metrics.py):
+        # launch-bound regimes and gains within the measured spread never count as paying.
         speeds = {
-            e.regime: e.speedup for e in measured_effects if e.speedup is not None and trusted(e)
+            e.regime: e.speedup
+            for e in measured_effects
+            if pays(e) is not None and e.speedup is not None
         }
         learned = (
-            learn_threshold(
-                speeds,
-                regime_features(lin.problem_path),
-                lin.problem_path,
-                f"lineage {lin.id} step {child.step}",
-            )
+            learn_threshold(speeds, regime_features(lin.problem_path), lin.problem_path,
+                            f"lineage {lin.id} step {child.step}")
             if len(speeds) > 1
             else None
-        )
+        )  # fmt: skip
         if learned is not None:
             conditions.append(learned)
         if measured_effects:
-            pays = [
-                e.regime
-                for e in measured_effects
-                if e.speedup is not None and e.speedup >= PAYS_OFF
-            ]
-            not_pays = [
-                e.regime for e in measured_effects if e.speedup is not None and e.speedup < PAYS_OFF
-            ]
-            conditions.append(Condition(kind="measured", predicate=f"pays off (>= {PAYS_OFF}x) on: {', '.join(pays) or 'none'}; not on: {', '.join(not_pays) or 'none'}",
-                                        evidence=f"{gpu} ({arch}), child/parent kernel time, lineage {lin.id} step {child.step}"))  # fmt: skip
+            conditions.append(Condition(kind="measured", predicate=_pays_predicate(measured_effects, ""),
+                                        evidence=f"{gpu} ({arch}), child/parent time side by side, lineage {lin.id} step {child.step}"))  # fmt: skip
         if probed:
-            pays = [e.regime for e in probed if e.speedup is not None and e.speedup >= PAYS_OFF]
-            rest = [e.regime for e in probed if e.regime not in pays]
-            conditions.append(Condition(kind="measured", predicate=f"added to the walk's simplest kernel, pays off (>= {PAYS_OFF}x) on: {', '.join(pays) or 'none'}; not on: {', '.join(rest) or 'none'}",
+            conditions.append(Condition(kind="measured", predicate=_pays_predicate(probed, "added to the walk's simplest kernel, "),
                                         evidence=f"{gpu} ({arch}), forward probe, lineage {lin.id} step {child.step}"))  # fmt: skip
             effects += probed
         if probe is not None and probe.applied and not probe.accepted:

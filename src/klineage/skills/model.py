@@ -72,6 +72,21 @@ class Effect(BaseModel):
     # last kernel). Optimize starts from simple kernels, so retrieval takes a probe's effect
     # over the lineage's own for the same lineage and regime.
     context: str = "lineage"
+    # How the number was obtained (klineage/metrics.py): "measured" (clears its spread, not
+    # launch-bound), "within noise", "launch-bound", or "old timing" (host-inclusive do_bench of
+    # separate gate calls, before side-by-side device timing: never evidence).
+    status: str = "old timing"
+    lo: float | None = None  # the speedup's range: per-round side-by-side ratios, or p20/p80
+    hi: float | None = None
+    side_by_side: bool = False
+    basis: str | None = None  # "device" (CUDA-graph replay) or "host" (eager launches)
+
+    @property
+    def evidence(self) -> bool:
+        """Counts towards a learned condition."""
+        return (
+            self.status == "measured" and self.speedup is not None and self.exercised is not False
+        )
 
 
 class FailureAvoided(BaseModel):

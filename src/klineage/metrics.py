@@ -1,0 +1,105 @@
+"""Speedups between two gate results, and the one geomean: every caller's definition.
+
+A speedup is base time / new time per regime (> 1: new is faster). Where the new result was
+gated with the base beside it (run_gate(base=...)), it is the side-by-side ratio of that call,
+with its per-round range. Otherwise it is the ratio of two calls' medians, with the range from
+their p20/p80: honest, but wider, and at whatever clocks each call ran.
+
+A speedup is evidence only when its regime is not launch-bound and its range excludes 1;
+otherwise callers record it as "within noise" or "launch-bound" and never count it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from klineage.gate.records import NOISE_FLOOR, profile_rows
+
+# What "pays off" means everywhere (skills, retrieval, the report): 5% or more.
+PAYS_OFF = 1.05
+
+
+@dataclass(frozen=True)
+class Speedup:
+    regime: str
+    value: float
+    lo: float
+    hi: float
+    base_ms: float
+    new_ms: float
+    side_by_side: bool
+    launch_bound: bool
+    basis: str  # "device", "host", or "old" (rows of the old host-inclusive do_bench timing)
+
+    @property
+    def within_noise(self) -> bool:
+        """The range holds 1, or the ratio is within NOISE_FLOOR of 1 (the same kernel timed
+        beside itself differs that much)."""
+        return self.lo <= 1.0 <= self.hi or abs(self.value - 1.0) < NOISE_FLOOR
+
+    @property
+    def evidence(self) -> bool:
+        """Counts for a decision or a learned condition."""
+        return self.status == "measured"
+
+    @property
+    def status(self) -> str:
+        if self.basis == "old":
+            return "old timing"
+        if self.launch_bound:
+            return "launch-bound"
+        if self.within_noise:
+            return "within noise"
+        return "measured"
+
+
+def speedups(
+    base_gate: dict[str, Any] | None, new_gate: dict[str, Any] | None
+) -> dict[str, Speedup]:
+    """Per regime timed in both (or side by side in new_gate): base / new."""
+    new = profile_rows(new_gate or {})
+    base = profile_rows(base_gate or {})
+    out: dict[str, Speedup] = {}
+    for regime, row in new.items():
+        if (
+            row.ratio is not None
+            and row.base_ms is not None
+            and row.ratio_lo is not None
+            and row.ratio_hi is not None
+        ):
+            out[regime] = Speedup(regime, row.ratio, row.ratio_lo, row.ratio_hi, row.base_ms, row.kernel_ms,
+                                  True, row.launch_bound, row.basis)  # fmt: skip
+            continue
+        b = base.get(regime)
+        if b is None or row.kernel_ms <= 0 or b.basis != row.basis:
+            continue
+        lo = b.kernel_p20_ms / max(row.kernel_p80_ms, 1e-12)
+        hi = b.kernel_p80_ms / max(row.kernel_p20_ms, 1e-12)
+        out[regime] = Speedup(regime, b.kernel_ms / row.kernel_ms, min(lo, hi), max(lo, hi), b.kernel_ms,
+                              row.kernel_ms, False, row.launch_bound or b.launch_bound, row.basis)  # fmt: skip
+    return out
+
+
+def inverse(s: Speedup) -> Speedup:
+    """The same measurement read the other way (new / base)."""
+    return Speedup(s.regime, 1.0 / s.value, 1.0 / s.hi, 1.0 / s.lo, s.new_ms, s.base_ms,
+                   s.side_by_side, s.launch_bound, s.basis)  # fmt: skip
+
+
+def geomean(xs: Iterable[float]) -> float | None:
+    """Geometric mean of the positive values; None when there are none."""
+    vals = [x for x in xs if x > 0 and math.isfinite(x)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(x) for x in vals) / len(vals))
+
+
+def timed_geomean(xs: dict[str, Speedup], regimes: Iterable[str] | None = None) -> float | None:
+    """Geomean over the regimes that are not launch-bound (and in `regimes`, when given)."""
+    keep = set(regimes) if regimes is not None else None
+    return geomean(
+        s.value for r, s in xs.items() if not s.launch_bound and (keep is None or r in keep)
+    )
