@@ -12,8 +12,12 @@ lineages and skill files, which is how the shipped file was made from the 2026-1
     PYTHONPATH=src python benchmarks/build_library.py \
         --db benchmarks/results/distill-gpu-2026-11-30-run2-g0.db \
         --db benchmarks/results/distill-gpu-2026-11-30-run2-g1.db \
+        --db benchmarks/results/distill-sweep-h200-2026-12-01.db \
         --skills benchmarks/results/skills-h200-2026-11-30.json \
         --out src/klineage/data/skills-h200.json
+
+(the third database is the softmax sweep walked with side-by-side device timing:
+`benchmarks/measurement_h200.py distill`; the others' effects read as "old timing").
 
 With --probe, every finished lineage of the databases first gets its forward probes (each
 step's optimization added back to the walk's simplest kernel and gated: the effect where
@@ -45,7 +49,7 @@ from pathlib import Path
 from _common import out_dir
 
 from klineage.skills import extract_skills, read_json, to_json
-from klineage.skills.library import add_to_library, library_skills
+from klineage.skills.library import add_to_library, library_skills, without_old_timing
 from klineage.store import open_store
 
 HERE = Path(__file__).resolve().parent
@@ -116,8 +120,10 @@ def main() -> None:
                     f"{Path(lin.problem_path).parent.name}: {len(skills)} skills ({created} new, {updated} merged)"
                 )
         for path in args.skills:
-            steps += read_json(path)
-            created, updated = add_to_library(library, read_json(path))
+            # Skill files of earlier runs carry conditions learned from the old timing: dropped.
+            from_file = [without_old_timing(s) for s in read_json(path)]
+            steps += from_file
+            created, updated = add_to_library(library, from_file)
             print(f"{path.name}: {created} new, {updated} merged")
         skills = library_skills(library)
     out_path = args.out or out_dir() / "skills-h200.json"

@@ -211,7 +211,10 @@ def test_a_threshold_is_not_extrapolated_far_from_the_values_it_was_learned_on()
     from klineage.skills.retrieve import retrieve
     from tests.conftest import ROOT
 
-    exp2 = as_measured(next(s for s in read_json(shipped_library_path()) if s.name == "exp2_log2e"))
+    # The 2026-11-30 library (old timing) had this threshold; the shipped one drops such
+    # conditions until a re-walk measures them again. Retrieval's logic on it, read as measured.
+    old = ROOT / "benchmarks" / "results" / "skills-h200-shipped-2026-11-30.json"
+    exp2 = as_measured(next(s for s in read_json(old) if s.name == "exp2_log2e"))
     assert any(c.feature == "row_length" and c.op == ">=" for c in exp2.conditions)
     d = ROOT / "src" / "klineage" / "heldout" / "attention_d32"
     far = retrieve(

@@ -104,6 +104,8 @@ def _pays_predicate(effects: list[Effect], prefix: str) -> str:
     yes = [e.regime for e in effects if pays(e) is True]
     no = [e.regime for e in effects if pays(e) is False]
     rest = [f"{e.regime} ({e.status})" for e in effects if pays(e) is None]
+    if not yes and not no:
+        return f"{prefix}speed not known: no effect is evidence ({', '.join(rest)})"
     text = f"{prefix}pays off (>= {PAYS_OFF}x) on: {', '.join(yes) or 'none'}; not on: {', '.join(no) or 'none'}"
     return text + (f"; not evidence: {', '.join(rest)}" if rest else "")
 

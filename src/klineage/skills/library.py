@@ -102,3 +102,14 @@ def load_library(store: Store | None, path: Path | None = None) -> tuple[list[Sk
     if shipped.exists():
         return read_json(shipped), f"the shipped library ({shipped.name}: distilled on an H200)"
     return [], "no library"
+
+
+def without_old_timing(skill: Skill) -> Skill:
+    """The skill without the speed conditions learned from "old timing" effects (host-inclusive
+    do_bench of separate gate calls, before side-by-side device timing): its thresholds and
+    "pays off" lists are dropped; correctness ("correct without it on"), static conditions and
+    effects measured since stay. The effects themselves stay, labelled, never evidence."""
+    if any(e.status != "old timing" for e in skill.effects):
+        return skill  # conditions here may rest on current measurements: extraction decides
+    kept = [c for c in skill.conditions if c.kind != "measured" or c.predicate.startswith("correct without it")]
+    return skill.model_copy(update={"conditions": kept})
