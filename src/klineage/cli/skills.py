@@ -85,27 +85,17 @@ def skills_list(db: DbOption = None) -> None:
             "the library is empty: `klineage distill` an expert, then `klineage skills extract ID`, or `klineage skills import FILE`"
         )
         return
+    from klineage.skills.when import when
+
+    # Readable at 100 columns: a short id, the name, how many expert kernels it came from, and
+    # when it pays (skills/when.py); `skills show ID` has the rest.
     table = Table(title=f"{len(skills)} skills from {label}", title_justify="left")
-    for col in ("id", "skill", "category", "confidence", "measured: pays off on", "sources"):
-        table.add_column(col, overflow="fold")
+    table.add_column("id", no_wrap=True)
+    table.add_column("skill", no_wrap=True)
+    table.add_column("from", justify="right", no_wrap=True)
+    table.add_column("when it pays (measured)", overflow="fold", ratio=1)
     for s in skills:
-        pays = (
-            "; ".join(
-                c.predicate.removeprefix("pays off (>= 1.05x) on: ")
-                for c in s.conditions
-                if c.predicate.startswith("pays off")
-            )
-            or "not measured"
-        )
-        sources = ", ".join(sorted({Path(p.source_kernel).parent.name for p in s.provenance}))
-        table.add_row(
-            s.id,
-            s.name,
-            s.category,
-            str(len({p.source_kernel for p in s.provenance})),
-            escape(pays[:200]),
-            escape(sources),
-        )
+        table.add_row(s.id[:8], s.name, str(len({p.source_kernel for p in s.provenance})), escape(when(s)))
     console.print(table)
 
 

@@ -44,25 +44,28 @@ def read_json(path: Path) -> list[Skill]:
 
 def card(skill: Skill) -> str:
     """A Markdown skill card: what, where, when, what it bought, what it avoids, the code."""
-    lines = [f"# {skill.name} (`{skill.id}`)", "", skill.intent, "", f"- category: {skill.category}", f"- anchor: {skill.anchor}",
+    from klineage.skills.when import regime_label, short_path, when
+
+    lines = [f"# {skill.name} (`{skill.id}`)", "", skill.intent, "", f"**When:** {when(skill)}", "",
+             f"- category: {skill.category}", f"- anchor: {skill.anchor}",
              f"- rewrite: `{skill.rewrite.pass_name}` with `{json.dumps(skill.rewrite.params, default=str)[:300]}`", "", "## When it holds", ""]  # fmt: skip
     lines += [f"- ({c.kind}) {c.predicate} — evidence: {c.evidence}" for c in skill.conditions]
     lines += [
         "",
         "## Effects",
         "",
-        "| regime | dtype | GPU | without (ms) | with (ms) | speedup |",
-        "|---|---|---|---|---|---|",
+        "| regime | shape | GPU | without (ms) | with (ms) | speedup [range] | counts as |",
+        "|---|---|---|---|---|---|---|",
     ]
     for e in skill.effects:
-        if e.measured:
-            lines.append(
-                f"| {e.regime} | {e.dtype} | {e.gpu} ({e.arch}) | {e.base_ms:.4g} | {e.new_ms:.4g} | {e.speedup:.2f}x"
-                + (" (the changed kernel did not run here: noise)" if e.exercised is False else "")
-                + " |"
-            )
+        shape = regime_label(skill, e)
+        if e.measured and e.speedup is not None and e.base_ms is not None and e.new_ms is not None:
+            rng = f" [{e.lo:.3g}-{e.hi:.3g}]" if e.lo is not None and e.hi is not None else ""
+            status = "not run here (noise)" if e.exercised is False else e.status
+            lines.append(f"| {e.regime} | {shape} | {e.gpu} ({e.arch}) | {e.base_ms:.4g} | {e.new_ms:.4g} | "
+                         f"{e.speedup:.2f}x{rng} | {status} |")  # fmt: skip
         else:
-            lines.append(f"| {e.regime} | {e.dtype} | – | – | – | not measured |")
+            lines.append(f"| {e.regime} | {shape} | – | – | – | – | not measured |")
     lines += ["", "## Failures it avoids", ""]
     lines += [
         f"- {f.attempt} rejected at {f.stage}: {f.message.splitlines()[0][:200] if f.message else ''} ({f.violated_assumption})"
@@ -80,7 +83,7 @@ def card(skill: Skill) -> str:
         "",
     ]
     lines += [
-        f"- {p.source_kernel}, lineage {p.lineage_id} step {p.step}, {p.device}, {p.tool_versions}, {p.date}"
+        f"- {short_path(p.source_kernel)}, lineage {p.lineage_id} step {p.step}, {p.device}, {p.tool_versions}, {p.date}"
         for p in skill.provenance
     ]
     return "\n".join(lines) + "\n"
@@ -92,7 +95,9 @@ def agent_skill_name(skill: Skill) -> str:
 
 
 def skill_md(skill: Skill) -> str:
-    description = f"{skill.intent} Use when the kernel has: {skill.anchor}."
+    from klineage.skills.when import when
+
+    description = f"{skill.intent} When: {when(skill)} Applies where the code has: {skill.anchor}."
     description = description.replace("\n", " ")[:1024]
     front = f"---\nname: {agent_skill_name(skill)}\ndescription: {json.dumps(description)}\n---\n\n"
     return front + card(skill)
