@@ -21,12 +21,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from klineage.metrics import geomean
 from klineage.optimize.policies import Context, Proposal, register_policy, shuffled_passes
 from klineage.store import Store
 
@@ -65,7 +65,7 @@ class Memory:
 
     def gain(self, pass_name: str) -> float | None:
         xs = [p.speedup for p in self.pairs if p.pass_name == pass_name]
-        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+        return geomean(xs)
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]

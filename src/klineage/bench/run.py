@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from klineage import metrics
 from klineage.bench.executor import make_executor
 from klineage.bench.memory import Memory, build_memory
 from klineage.bench.suites import BenchProblem, leave_one_out, step_skills_path, suite_problems
@@ -40,8 +40,8 @@ MEMORY_POLICIES = ("adaexplore", "accelopt")
 
 
 def geomean(xs: list[float | None]) -> float | None:
-    v = [x for x in xs if x is not None and x > 0]
-    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+    """klineage.metrics.geomean over the values that were measured (None: not)."""
+    return metrics.geomean(x for x in xs if x is not None)
 
 
 def calls_to_95(curve: list[list[float]] | list[tuple[int, float]]) -> int | None:

@@ -272,7 +272,9 @@ def compare_outputs(
             continue
         if not isinstance(a, torch.Tensor):
             return Comparison(False, f"{label}: got {type(a).__name__}, expected a tensor")
-        exact_k: Callable[[], Any] | None = (lambda k=k: exact_for(k)) if exact is not None else None  # type: ignore[misc]
+        exact_k: Callable[[], Any] | None = (
+            (lambda k=k: exact_for(k)) if exact is not None else None
+        )  # type: ignore[misc]
         c = compare_tensor(a, b, tol_for(dtype_name(b.dtype)), label, atol_scale, exact_k, no_exact)
         if not c.ok:
             return c

@@ -121,10 +121,11 @@ def _proposal(r: Any, tag: str, note: str = "") -> Proposal:
 
 
 def _typical_gain(skill: Skill) -> float:
-    import math
+    """The geomean of the effects that count (never old timing, launch-bound or noise)."""
+    from klineage.metrics import geomean
+    from klineage.skills.extract import trusted
 
-    xs = [e.speedup for e in skill.effects if e.measured and e.speedup]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 1.0
+    return geomean(e.speedup for e in skill.effects if e.speedup and trusted(e)) or 1.0
 
 
 @register_policy("klineage")

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from klineage.errors import LoadError
-from klineage.metrics import PAYS_OFF
+from klineage.metrics import PAYS_OFF, geomean
 from klineage.skills.model import Skill
 
 DASH = "–"
@@ -106,8 +106,7 @@ def _td_times(x: object) -> str:
 
 
 def _geomean(xs: Iterable[float]) -> float | None:
-    vals = [x for x in xs if x > 0]
-    return math.exp(sum(math.log(x) for x in vals) / len(vals)) if vals else None
+    return geomean(xs)
 
 
 def _mean(xs: Iterable[float]) -> float | None:

@@ -111,5 +111,9 @@ def without_old_timing(skill: Skill) -> Skill:
     effects measured since stay. The effects themselves stay, labelled, never evidence."""
     if any(e.status != "old timing" for e in skill.effects):
         return skill  # conditions here may rest on current measurements: extraction decides
-    kept = [c for c in skill.conditions if c.kind != "measured" or c.predicate.startswith("correct without it")]
+    kept = [
+        c
+        for c in skill.conditions
+        if c.kind != "measured" or c.predicate.startswith("correct without it")
+    ]
     return skill.model_copy(update={"conditions": kept})

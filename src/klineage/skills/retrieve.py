@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from klineage.metrics import geomean
 from klineage.problem.shapes import features, regime_shapes
 from klineage.rewrite import all_passes
 from klineage.skills.conditions import PAYS_OFF, regime_features
@@ -85,7 +86,7 @@ def _predict(
         e for e in measured if e.context == "simplest" or (e.lineage_id, e.regime) not in probed
     ]
     paying = [e.speedup for e in measured if e.speedup is not None and e.speedup >= PAYS_OFF]
-    gain = math.exp(sum(math.log(x) for x in paying) / len(paying)) if paying else 1.0
+    gain = geomean(paying) or 1.0
     predicted: dict[str, float] = {}
     why: list[str] = []
     for regime, feats in target.items():
@@ -130,7 +131,7 @@ def _predict_unconditioned(
     paying = [x for x in measured if x >= PAYS_OFF]
     if not paying:
         return {}, ["no trusted paying effect recorded (conditions ignored)"]
-    gain = math.exp(sum(math.log(x) for x in paying) / len(paying))
+    gain = geomean(paying) or 1.0
     return {r: gain for r in target}, [
         f"conditions ignored: its typical gain {gain:.2f}x expected everywhere"
     ]
