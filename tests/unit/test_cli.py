@@ -29,6 +29,7 @@ COMMANDS = [
     "bench",
     "report",
     "passes",
+    "examples",
     "version",
     "lineage",
     "skills",
@@ -44,6 +45,7 @@ HELP = {
     ("bench",): "klineage bench --suite heldout --device cuda",
     ("report",): "A self-contained HTML page of a bench run",
     ("passes",): "List the registered rewrite passes",
+    ("examples",): "Copy the bundled examples",
     ("version",): "Print klineage, torch and triton versions.",
     ("lineage",): "Show stored lineages.",
     ("lineage", "show"): "Show a stored lineage: its steps",
@@ -257,3 +259,50 @@ def test_bench_with_an_unreachable_llm_fails_before_any_run(tmp_path: Path) -> N
                         "--out", out, "--db", tmp_path / "k.db")  # fmt: skip
     assert code == 2 and "cannot reach" in text and "no work was started" in text, text
     assert not (out / "bench.json").exists()
+
+
+def test_passes_on_a_missing_file_names_it(tmp_path: Path) -> None:
+    code, out = invoke("passes", tmp_path / "missing.py")
+    assert code == 2
+    assert "missing.py: file not found" in out and "Traceback" not in out
+
+
+def test_passes_on_a_syntax_error_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import triton\n\ndef f(:\n    pass\n")
+    code, out = invoke("passes", bad)
+    assert code == 2
+    assert f"{bad}:3:7: syntax error" in out and "Traceback" not in out
+
+
+def test_gate_with_too_few_trials_is_one_line(tmp_path: Path) -> None:
+    code, out = invoke("gate", EXAMPLE / "problem.py", EXAMPLE / "candidate.py", "--trials", "2")
+    assert code == 2
+    assert "--trials 2: at least 5 random trials per regime" in out
+    assert "validation error" not in out and "pydantic" not in out
+
+
+@pytest.mark.parametrize("command", ["optimize", "distill"])
+def test_optimize_and_distill_take_set(tmp_path: Path, command: str) -> None:
+    code, out = invoke(command, EXAMPLE / "problem.py", EXAMPLE / "candidate.py", "--set", "1x",
+                       "--db", tmp_path / "k.db")  # fmt: skip
+    assert code == 2 and "'1x': expected NAME=VALUE" in out
+    code, out = invoke(command, EXAMPLE / "problem.py", EXAMPLE / "candidate.py", "--set", "nope=3",
+                       "--db", tmp_path / "k.db")  # fmt: skip
+    assert code == 2 and "--set nope: no module-level assignment to nope" in out, out
+    assert "assignable globals:" in out
+
+
+def test_examples_copies_the_bundled_examples(tmp_path: Path) -> None:
+    dest = tmp_path / "ex"
+    code, out = invoke("examples", dest)
+    assert code == 0, out
+    for rel in ("softmax/problem.py", "softmax/candidate.py", "logsoftmax/problem.py",
+                "kernels/softmax/naive.py", "kernels/rmsnorm/expert.py"):  # fmt: skip
+        assert (dest / rel).is_file(), rel
+    shipped = ROOT / "src" / "klineage" / "examples" / "softmax" / "candidate.py"
+    assert (dest / "softmax" / "candidate.py").read_text() == shipped.read_text()
+    assert not list(dest.rglob("__init__.py"))
+    code, out = invoke("examples", dest)  # nothing is overwritten without --force
+    assert code == 2 and "already exist" in out and "--force" in out
+    assert invoke("examples", dest, "--force")[0] == 0

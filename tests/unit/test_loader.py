@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from klineage.errors import LoadError
-from klineage.problem.loader import load_problem, parse_source
+from klineage.errors import LoadError, UsageError
+from klineage.problem.loader import check_overrides, load_problem, parse_source
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -112,8 +112,68 @@ def test_bad_problem_tolerances_are_named(tmp_path: Path, decl: str, shown: str)
 
 
 def test_set_override_of_missing_global_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(LoadError, match="--set nope: no module global"):
+    with pytest.raises(LoadError, match="--set nope: no module-level assignment to nope") as e:
         load_problem(write(tmp_path, "p4.py", PROBLEM), {"nope": 1})
+    assert "assignable globals: batch, REGIMES, CPU_REGIMES" in str(e.value)
+
+
+def test_set_of_a_name_with_no_assignment_is_a_usage_error_before_running(tmp_path: Path) -> None:
+    p = write(tmp_path, "p4.py", PROBLEM + "\nraise SystemExit('ran')\n")
+    with pytest.raises(UsageError) as e:
+        check_overrides(p, {"get_inputs": 1, "n": 2})
+    text = str(e.value)
+    assert str(p) in text and "--set get_inputs, n:" in text and "assignable globals: batch" in text
+
+
+DERIVED = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, out_features, bias_shape):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(bias_shape))
+    def forward(self, x):
+        return x + self.bias
+
+batch_size = 128
+out_features: int = 512
+bias_shape = (out_features,)
+scale = out_features * 2
+
+def get_inputs():
+    return [torch.randn(batch_size, out_features)]
+
+def get_init_inputs():
+    return [out_features, bias_shape]
+"""
+
+
+def test_set_rebinds_the_assignment_so_derived_globals_follow(tmp_path: Path) -> None:
+    problem = load_problem(write(tmp_path, "d.py", DERIVED), {"out_features": 8, "batch_size": 3})
+    assert problem.module.bias_shape == (8,) and problem.module.scale == 16
+    assert problem.init_inputs("default") == [8, (8,)]
+    x = problem.make_inputs("default", "cpu")[0]
+    assert tuple(x.shape) == (3, 8)
+    assert "__klineage_overrides__" not in vars(problem.module)
+    model = problem.model_cls(*problem.init_inputs("default"))
+    assert tuple(model(x).shape) == (3, 8)  # the reference no longer crashes on a stale shape
+
+
+def test_set_keeps_line_numbers_of_errors(tmp_path: Path) -> None:
+    src = DERIVED.replace("scale = out_features * 2", "scale = 1 // (out_features - 8)")
+    p = write(tmp_path, "z.py", src)
+    with pytest.raises(LoadError) as e:
+        load_problem(p, {"out_features": 8})
+    line = src.splitlines().index("scale = 1 // (out_features - 8)") + 1
+    assert f"{p}:{line}" in str(e.value) and "ZeroDivisionError" in str(e.value)
+
+
+def test_a_regime_value_is_set_over_a_set_value(tmp_path: Path) -> None:
+    problem = load_problem(write(tmp_path, "r.py", PROBLEM), {"batch": 7})
+    assert problem.module.batch == 7
+    assert tuple(problem.make_inputs("a", "cpu")[0].shape) == (7, 3)
+    assert tuple(problem.make_inputs("b", "cpu")[0].shape) == (2, 5)
 
 
 def test_missing_model_lists_the_classes_found(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ store and library helpers. Like the rest of the cli package, only this layer pri
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,6 +46,32 @@ DbOption = Annotated[
         help="SQLite database (default: $KLINEAGE_DB or ~/.local/share/klineage/klineage.db).",
     ),
 ]
+
+
+SetOption = Annotated[
+    list[str],
+    typer.Option(
+        "--set",
+        help="Rebind a module-level assignment of the problem before it runs (repeatable), e.g. "
+        "--set batch_size=8; globals computed from it follow.",
+    ),
+]
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """--set NAME=VALUE items: VALUE as a Python literal (8, 1e-3, (16, 1, 1)), else a string."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise typer.BadParameter(
+                f"{item!r}: expected NAME=VALUE, e.g. batch_size=8", param_hint="--set"
+            )
+        try:
+            out[name] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[name] = raw
+    return out
 
 
 def _library(db: Path | None, path: Path | None = None) -> tuple[Any, list[Any], str]:

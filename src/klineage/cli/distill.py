@@ -10,7 +10,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from klineage.cli.common import DbOption, _open_store, app, console, err_console
+from klineage.cli.common import (
+    DbOption,
+    SetOption,
+    _open_store,
+    app,
+    console,
+    err_console,
+    parse_set,
+)
 from klineage.config import GateConfig
 from klineage.errors import KLineageError
 
@@ -92,6 +100,7 @@ def distill(
             "--regime", "-r", help="Regime to gate on (repeatable); default: the device's set."
         ),
     ] = [],  # noqa: B006
+    set_: SetOption = [],  # noqa: B006
     passes: Annotated[
         str, typer.Option(help="Comma-separated rewrite passes to use (default: all).")
     ] = "",
@@ -126,6 +135,7 @@ def distill(
     config = GateConfig.from_env().model_copy(
         update={"timeout_s": timeout, "profile_compile": False, "allow_suspicious": True}
     )
+    overrides = parse_set(set_)
     try:
         from klineage.llm import connect
 
@@ -133,7 +143,7 @@ def distill(
         store = _open_store(db)
         names = [n for n in passes.split(",") if n] or None
         walk = dict(store=store, device=device, policy=policy, max_steps=max_steps, regimes=regime, config=config,
-                    pass_names=names, llm=backend)  # fmt: skip
+                    pass_names=names, llm=backend, overrides=overrides)  # fmt: skip
         if as_json:
             lid = run_distill(problem, expert, **walk)
         else:

@@ -2,37 +2,22 @@
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
 from klineage import __version__
-from klineage.cli.common import STATUS_STYLE, app, console, err_console
+from klineage.cli.common import STATUS_STYLE, SetOption, app, console, err_console, parse_set
 from klineage.config import GateConfig
 from klineage.errors import KLineageError, UsageError
 from klineage.gate import GateResult, Stage, run_gate
 from klineage.gate.records import Fault
 from klineage.gate.runner import result_json
-
-
-def _parse_set(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name.isidentifier():
-            raise typer.BadParameter(
-                f"{item!r}: expected NAME=VALUE, e.g. batch_size=8", param_hint="--set"
-            )
-        try:
-            out[name] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            out[name] = raw
-    return out
 
 
 def _parse_tolerances(items: list[str]) -> dict[str, float]:
@@ -48,6 +33,26 @@ def _parse_tolerances(items: list[str]) -> dict[str, float]:
                 f"{item!r}: expected DTYPE=TOL, e.g. float16=1e-2", param_hint="--tol"
             )
     return out
+
+
+# GateConfig fields set by gate's options, for messages that name the option.
+_OPTION_OF = {"trials": "--trials", "timeout_s": "--timeout", "tolerances": "--tol"}
+
+
+def config_error(e: ValidationError) -> str:
+    """One line per invalid setting, naming the option: not pydantic's dump."""
+    lines = []
+    for err in e.errors():
+        field = str(err["loc"][0]) if err["loc"] else ""
+        option = _OPTION_OF.get(field, field)
+        ctx = err.get("ctx") or {}
+        if field == "trials" and "ge" in ctx:
+            lines.append(f"--trials {err['input']}: at least {ctx['ge']} random trials per regime")
+        elif err["type"] == "value_error":  # a validator's own sentence
+            lines.append(f"{option}: {str(err['msg']).removeprefix('Value error, ')}")
+        else:
+            lines.append(f"{option} {err['input']}: {err['msg']}")
+    return "; ".join(lines)
 
 
 def render_gate(result: GateResult) -> None:
@@ -136,13 +141,7 @@ def gate(
         float, typer.Option(help="Seconds one gate call may take; a hang past it is a rejection.")
     ] = 120.0,
     trials: Annotated[int, typer.Option(help="Random trials per regime (at least 5).")] = 5,
-    set_: Annotated[
-        list[str],
-        typer.Option(
-            "--set",
-            help="Override a problem global for a CPU-sized check, e.g. --set batch_size=8.",
-        ),
-    ] = [],  # noqa: B006
+    set_: SetOption = [],  # noqa: B006
     tol: Annotated[
         list[str],
         typer.Option(
@@ -202,10 +201,13 @@ def gate(
             }
         )
         config = GateConfig.model_validate({**config.model_dump(), "tolerances": tolerances})
+    except ValidationError as e:
+        err_console.print(f"[red]error:[/] {escape(config_error(e))}")
+        raise typer.Exit(2) from None
     except (ValueError, KLineageError) as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
-    overrides = _parse_set(set_)
+    overrides = parse_set(set_)
     try:
         if as_json:
             result = run_gate(
@@ -255,11 +257,19 @@ def passes(
 ) -> None:
     """List the registered rewrite passes (one optimization each); with a kernel file, the sites
     where each optimization is present (backward) or could apply (forward)."""
+    from klineage.problem.loader import parse_source, read_source
     from klineage.rewrite import all_passes
     from klineage.rewrite.passes import BROKEN
 
     registered = all_passes()
-    text = source.read_text(encoding="utf-8") if source is not None else None
+    text = None
+    if source is not None:
+        try:  # a missing file or a syntax error: the file and line, exit 2 (no traceback)
+            text = read_source(source)
+            parse_source(source, text)
+        except KLineageError as e:
+            err_console.print(f"[red]error:[/] {escape(str(e))}")
+            raise typer.Exit(2) from None
     table = Table(
         title=f"{len(registered)} rewrite passes" + (f" on {source}" if source else ""),
         title_justify="left",

@@ -10,7 +10,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from klineage.cli.common import DbOption, _library, _open_store, app, console, err_console
+from klineage.cli.common import (
+    DbOption,
+    SetOption,
+    _library,
+    _open_store,
+    app,
+    console,
+    err_console,
+    parse_set,
+)
 from klineage.config import GateConfig
 from klineage.errors import KLineageError
 
@@ -100,6 +109,7 @@ def optimize(
             "--regime", "-r", help="Regime to gate on (repeatable); default: the device's set."
         ),
     ] = [],  # noqa: B006
+    set_: SetOption = [],  # noqa: B006
     margin: Annotated[
         float, typer.Option(help="On a GPU, keep a candidate only if this much faster (0.03 = 3%).")
     ] = 0.03,
@@ -126,12 +136,14 @@ def optimize(
     from klineage.optimize import optimize as run_optimize
 
     config = GateConfig.from_env().model_copy(update={"timeout_s": timeout})
+    overrides = parse_set(set_)
     try:
         backend = connect(llm) if llm else None
         store, lib, label = _library(db, skills)
         if not as_json:
             console.print(f"{len(lib)} skills from {escape(label)}")
-        settings = Settings(budget=budget, margin=margin, max_tokens=max_tokens, regimes=regime)
+        settings = Settings(budget=budget, margin=margin, max_tokens=max_tokens, regimes=regime,
+                            overrides=overrides)  # fmt: skip
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,

@@ -146,6 +146,9 @@ class GateResult(BaseModel):
     candidate: str
     device: str
     regimes: list[str] = Field(default_factory=list)
+    # --set NAME=VALUE: the problem's module-level assignments rebound before it ran (the
+    # sizes the verdict holds at).
+    overrides: dict[str, Any] = Field(default_factory=dict)
     accepted: bool
     stages: list[StageResult]
     environment: Environment | None = None

@@ -36,7 +36,7 @@ from klineage.gate.records import (
 )
 from klineage.gate.request import EventCallback, GateRequest, failed, passed
 from klineage.gate.static_guards import check_static
-from klineage.problem.loader import parse_source, read_source
+from klineage.problem.loader import check_overrides, parse_source, read_source
 
 
 @functools.cache
@@ -89,7 +89,7 @@ def assemble(
         fault = Fault.CANDIDATE
     return GateResult(
         problem=req.problem, candidate=req.candidate, device=req.device, regimes=list(regimes or []),
-        accepted=accepted, stages=stages, environment=environment, seconds=seconds,
+        overrides=dict(req.overrides), accepted=accepted, stages=stages, environment=environment, seconds=seconds,
         fault=None if accepted else fault, isolation=isolation, calls_checked=calls,
     )  # fmt: skip
 
@@ -143,6 +143,7 @@ def run_gate(
             stages = {Stage.LOAD: failed(Stage.LOAD, e.render())}
             return assemble(req, stages, fault=whose, seconds=time.perf_counter() - t0)
     problem_src, candidate_src = read_source(problem_path), read_source(candidate_path)
+    check_overrides(problem_path, req.overrides, problem_src)  # a --set name it cannot rebind
 
     # Static guards first: no cache entry, forged or not, can accept a file that fails them.
     violations = check_static(parse_source(candidate_path, candidate_src)) if static_guards else []
@@ -198,7 +199,7 @@ def run_gate(
 
 
 # Bumped when the checks change, so verdicts of older checks are not served.
-GATE_PROTOCOL = 5  # 5: the reference also evaluated in float64 (RefCase.float64)
+GATE_PROTOCOL = 6  # 5: the reference also evaluated in float64 (RefCase.float64); 6: --set rebinds the assignment, derived globals follow
 
 
 def result_json(result: GateResult) -> str:

@@ -55,6 +55,8 @@ def probe_lineage(
     done = {p.step for p in store.probes(lin.id)}
     config = config or GateConfig(profile_compile=False, allow_suspicious=True)
     steps = [n for n in sorted(nodes, key=lambda n: n.step) if n.via_attempt is not None]
+    # The walk's --set sizes, as its expert's verdict recorded them.
+    overrides = dict(min(nodes, key=lambda n: n.step).gate.get("overrides") or {})
     for node in steps:
         if node.step in done:
             continue
@@ -75,7 +77,7 @@ def probe_lineage(
                 row.message = f"did not apply to the simplest kernel: {m.reason}"
             else:
                 g = run_gate(Path(lin.problem_path), candidate_file(m.source), device=lin.device,
-                             regimes=lin.regimes or None, config=config,
+                             regimes=lin.regimes or None, overrides=overrides, config=config,
                              base=candidate_file(simplest.source) if lin.device == "cuda" else None)  # fmt: skip
                 row.applied, row.accepted, row.candidate = True, g.accepted, m.source
                 row.gate = g.model_dump(mode="json")

@@ -18,7 +18,7 @@ from klineage.config import GateConfig, default_cache_dir
 from klineage.errors import LoadError, UsageError
 from klineage.gate import GateResult, Stage, run_gate
 from klineage.metrics import speedups, timed_geomean
-from klineage.problem.loader import read_source
+from klineage.problem.loader import check_overrides, read_source
 from klineage.rewrite import RewritePass, Site, all_passes
 from klineage.store import Store
 
@@ -54,11 +54,19 @@ def lineage_id(
     policy: str,
     regimes: list[str],
     passes: list[str],
+    overrides: dict[str, Any] | None = None,
 ) -> str:
-    blob = json.dumps(
-        [sha(problem_src), sha(expert_src), device, policy, sorted(regimes), sorted(passes)]
-    )
-    return sha(blob)[:16]
+    key: list[Any] = [
+        sha(problem_src),
+        sha(expert_src),
+        device,
+        policy,
+        sorted(regimes),
+        sorted(passes),
+    ]
+    if overrides:  # a walk at other --set sizes is another lineage; none keeps older ids
+        key.append(sorted((k, repr(v)) for k, v in overrides.items()))
+    return sha(json.dumps(key))[:16]
 
 
 def candidate_file(source: str) -> Path:
@@ -109,8 +117,10 @@ def _order(
 
 class Walk:
     def __init__(self, store: Store, problem: Path, expert: Path, *, device: str, policy: str, max_steps: int, regimes: list[str],
-                 config: GateConfig, passes: dict[str, RewritePass], on_event: EventCallback | None) -> None:  # fmt: skip
+                 config: GateConfig, passes: dict[str, RewritePass], on_event: EventCallback | None,
+                 overrides: dict[str, Any] | None = None) -> None:  # fmt: skip
         self.store, self.problem, self.expert = store, problem, expert
+        self.overrides = dict(overrides or {})
         self.device, self.policy, self.max_steps, self.regimes = device, policy, max_steps, regimes
         self.config, self.passes = config, passes
         self.emit = on_event or (lambda kind, data: None)
@@ -122,6 +132,7 @@ class Walk:
             candidate_file(source),
             device=self.device,
             regimes=self.regimes or None,
+            overrides=self.overrides,
             config=self.config,
             base=candidate_file(base) if base is not None and self.device == "cuda" else None,
         )
@@ -129,7 +140,13 @@ class Walk:
     def run(self) -> str:
         problem_src, expert_src = read_source(self.problem), read_source(self.expert)
         lid = lineage_id(
-            problem_src, expert_src, self.device, self.policy, self.regimes, list(self.passes)
+            problem_src,
+            expert_src,
+            self.device,
+            self.policy,
+            self.regimes,
+            list(self.passes),
+            self.overrides,
         )
         existing = self.store.get_lineage(lid)
         if existing is not None and existing.status != "running":
@@ -332,8 +349,12 @@ def distill(
     pass_names: list[str] | None = None,
     on_event: EventCallback | None = None,
     llm: Any = None,
+    overrides: dict[str, Any] | None = None,
 ) -> str:
     """Walk `expert` backward under the gate; returns the lineage id (stored in `store`).
+
+    overrides: --set NAME=VALUE, the problem's globals rebound for every gate call (recorded in
+    each node's gate result, where forward probes read them back).
 
     With `llm` (an LLMBackend), the LLM-proposed simplification (lineage/llm_pass.py) joins the
     registered passes, tried after them at each node."""
@@ -357,9 +378,10 @@ def distill(
     for p in (problem_path, expert_path):
         if not p.exists():
             raise LoadError(str(p), "file not found", expected="a Python file")
+    check_overrides(problem_path, overrides or {})
     # Timing is what ranks steps on a GPU; torch.compile is not needed for that, and rewrites of
     # a trusted expert are not cheats, so suspicion is recorded but does not reject.
     config = config or GateConfig(profile_compile=False, allow_suspicious=True)
     walk = Walk(store, problem_path, expert_path, device=device, policy=policy, max_steps=max_steps, regimes=list(regimes or []),
-                config=config, passes=passes, on_event=on_event)  # fmt: skip
+                config=config, passes=passes, on_event=on_event, overrides=overrides)  # fmt: skip
     return walk.run()

@@ -35,7 +35,7 @@ from klineage.llm.base import LLMBackend
 from klineage.metrics import Speedup, geomean, speedups, timed_geomean
 from klineage.optimize.materialize import LLMMaterializer, Materialized, mechanical
 from klineage.optimize.policies import Context, Proposal, get_policy
-from klineage.problem.loader import read_source
+from klineage.problem.loader import check_overrides, read_source
 from klineage.problem.shapes import features, regime_shapes
 from klineage.skills.conditions import PAYS_OFF
 from klineage.skills.model import Skill
@@ -65,6 +65,8 @@ class Settings:
     margin: float = 0.03
     max_tokens: int | None = None  # total LLM tokens (in + out) the run may use
     regimes: list[str] = field(default_factory=list)
+    # --set NAME=VALUE: problem globals rebound for every gate call (gate/runner.py).
+    overrides: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     repair: bool = True
     llm_timeout_s: float = 300.0
@@ -183,7 +185,7 @@ class Optimizer:
         self.emit = on_event or (lambda kind, data: None)
         self.problem_src, self.kernel_src = read_source(problem), read_source(kernel)
         cpu = cpu_regimes_of(self.problem_src)
-        shapes = regime_shapes(problem)
+        shapes = regime_shapes(problem, overrides=settings.overrides)
         self.target = {r: features(e) for r, e in shapes.items()}
         self.regime_text = "\n".join(
             f"- {r}: inputs {e['shapes']} {e['dtypes']}" for r, e in shapes.items()
@@ -200,7 +202,9 @@ class Optimizer:
         blob = json.dumps([OPTIMIZE_VERSION, sha(self.problem_src), sha(self.kernel_src), self.device, self.policy.name,
                            sorted(s.id + sha(s.model_dump_json())[:8] for s in self.skills), self.llm_name,
                            sorted(self.settings.regimes), self.settings.margin, self.settings.seed,
-                           self.memory.fingerprint() if self.memory is not None else None])  # fmt: skip
+                           self.memory.fingerprint() if self.memory is not None else None]
+                          # A run at other --set sizes is another run; none keeps older ids.
+                          + ([sorted((k, repr(v)) for k, v in self.settings.overrides.items())] if self.settings.overrides else []))  # fmt: skip
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     # gate ---------------------------------------------------------------------------------
@@ -208,7 +212,7 @@ class Optimizer:
     def gate(self, source: str, config: GateConfig, base: str | None = None) -> GateResult:
         """Gate `source`; on a GPU, timed beside `base` (the best so far) for side-by-side ratios."""
         return run_gate(self.problem, candidate_file(source), device=self.device,
-                        regimes=self.settings.regimes or None, config=config,
+                        regimes=self.settings.regimes or None, overrides=self.settings.overrides, config=config,
                         base=candidate_file(base) if base is not None and self.device == "cuda" else None)  # fmt: skip
 
     # the run ------------------------------------------------------------------------------
@@ -219,7 +223,8 @@ class Optimizer:
             self.store.delete_run(self.run_id)
         row = self.store.get_run(self.run_id)
         settings_json = {"budget": s.budget, "margin": s.margin, "max_tokens": s.max_tokens, "regimes": s.regimes,
-                         "seed": s.seed, "llm": self.llm_name, "skills": len(self.skills), "timed": self.timed}  # fmt: skip
+                         "seed": s.seed, "llm": self.llm_name, "skills": len(self.skills), "timed": self.timed,
+                         "overrides": s.overrides}  # fmt: skip
         if row is None:
             self.store.create_run(self.run_id, str(self.problem), str(self.kernel), sha(self.problem_src), sha(self.kernel_src),
                                   self.device, self.policy.name, settings_json)  # fmt: skip
@@ -500,6 +505,7 @@ def optimize(
     for p in (problem_path, kernel_path):
         if not p.exists():
             raise LoadError(str(p), "file not found", expected="a Python file")
+    check_overrides(problem_path, settings.overrides)
     opt = Optimizer(store, problem_path, kernel_path, skills=skills, device=device, policy=policy, settings=settings,
                     config=config, llm=llm, on_event=on_event, capability=capability, memory=memory)  # fmt: skip
     return opt.run(fresh=fresh)

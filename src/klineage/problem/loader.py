@@ -18,9 +18,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from klineage.errors import LoadError
+from klineage.errors import LoadError, UsageError
 
 DEFAULT_REGIME = "default"
+
+# The module global that holds --set values while a problem file with overrides runs.
+_OVERRIDES_NAME = "__klineage_overrides__"
 
 
 def read_source(path: Path) -> str:
@@ -57,9 +60,76 @@ def error_line_in(path: Path, exc: BaseException) -> tuple[int | None, str | Non
     return line, text
 
 
-def import_file(path: Path, module_name: str) -> ModuleType:
-    """Import a file as a fresh module; any error while running it becomes a LoadError."""
-    parse_source(path)  # a syntax error gets its caret here rather than from importlib
+def assignable_globals(tree: ast.Module) -> list[str]:
+    """Names bound by a top-level `NAME = value` (or `NAME: T = value`): what --set can set."""
+    names: list[str] = []
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id not in names:
+                names.append(t.id)
+    return names
+
+
+def override_problem(path: Path, overrides: dict[str, Any], source: str | None = None) -> str:
+    """What is wrong with `overrides` for this file ("" when nothing): a name with no top-level
+    assignment to rebind. Parses only: the file's code does not run."""
+    if not overrides:
+        return ""
+    names = assignable_globals(parse_source(path, source))
+    missing = [k for k in overrides if k not in names]
+    if not missing:
+        return ""
+    return (
+        f"--set {', '.join(missing)}: no module-level assignment to {', '.join(missing)}; "
+        f"assignable globals: {', '.join(names) or 'none'}"
+    )
+
+
+def check_overrides(path: Path, overrides: dict[str, Any], source: str | None = None) -> None:
+    """A UsageError naming the file and the names --set can set, when an override has no
+    top-level assignment to rebind."""
+    why = override_problem(path, overrides, source)
+    if why:
+        raise UsageError(f"{path}: {why}")
+
+
+def rebind(tree: ast.Module, overrides: dict[str, Any]) -> ast.Module:
+    """The module with the value of every top-level assignment to an overridden name replaced
+    by the override, so that globals computed from it after (bias_shape = (out_channels, 1, 1))
+    follow. Line numbers are kept: errors still point at the file's own lines."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            names = [node.target.id] if isinstance(node.target, ast.Name) else []
+        else:
+            continue
+        hit = [n for n in names if n in overrides]
+        if not hit or node.value is None:
+            continue
+        if len(names) > 1 and len({repr(overrides.get(n)) for n in names}) > 1:
+            continue  # a = b = 1 with only one overridden: left alone, set after the run
+        value = ast.Subscript(
+            value=ast.Name(id=_OVERRIDES_NAME, ctx=ast.Load()),
+            slice=ast.Constant(value=hit[0]),
+            ctx=ast.Load(),
+        )
+        node.value = ast.copy_location(value, node.value)
+    return ast.fix_missing_locations(tree)
+
+
+def import_file(
+    path: Path, module_name: str, overrides: dict[str, Any] | None = None
+) -> ModuleType:
+    """Import a file as a fresh module; any error while running it becomes a LoadError.
+
+    overrides: module-level assignments to rebind before the file runs (--set NAME=VALUE)."""
+    tree = parse_source(path)  # a syntax error gets its caret here rather than from importlib
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise LoadError(str(path), "cannot be imported", expected="a .py file")
@@ -70,7 +140,15 @@ def import_file(path: Path, module_name: str) -> ModuleType:
     if parent not in sys.path:
         sys.path.insert(0, parent)
     try:
-        spec.loader.exec_module(module)
+        if overrides:
+            code = compile(rebind(tree, overrides), str(path), "exec")
+            module.__dict__[_OVERRIDES_NAME] = dict(overrides)
+            exec(code, module.__dict__)
+            module.__dict__.pop(_OVERRIDES_NAME, None)
+            for k, v in overrides.items():  # a chained assignment rebind() left alone
+                setattr(module, k, v)
+        else:
+            spec.loader.exec_module(module)
     except SystemExit as e:
         del sys.modules[module_name]
         line, text = error_line_in(path, e)
@@ -260,9 +338,7 @@ def _call_user(path: Path, fn: Any, name: str, **kwargs: Any) -> Any:
         ) from e
 
 
-def _resolve_regimes(
-    path: Path, module: ModuleType, global_overrides: dict[str, Any]
-) -> dict[str, Regime]:
+def _resolve_regimes(path: Path, module: ModuleType) -> dict[str, Regime]:
     get_inputs = getattr(module, "get_inputs", None)
     if get_inputs is None or not callable(get_inputs):
         raise LoadError(
@@ -278,20 +354,15 @@ def _resolve_regimes(
             f"REGIMES is {type(raw).__name__}",
             expected='a non-empty dict: regime name -> dict of get_inputs kwargs or globals, e.g. {"small": dict(M=7, N=300)}',
         )
-    for k in global_overrides:
-        if not hasattr(module, k):
-            raise LoadError(
-                str(path),
-                f"--set {k}: no module global named {k}",
-                expected="an existing module-level constant",
-            )
     regimes: dict[str, Regime] = {}
     for name, spec in raw.items():
         if not isinstance(spec, dict):
             raise LoadError(
                 str(path), f"REGIMES[{name!r}] is {type(spec).__name__}", expected="a dict"
             )
-        regime = Regime(str(name), overrides=dict(global_overrides))
+        # --set values are in the module already (import_file rebinds them); a regime's own
+        # values are set over them while it runs.
+        regime = Regime(str(name))
         for key, value in spec.items():
             if key in params:
                 regime.kwargs[key] = value
@@ -310,12 +381,16 @@ def _resolve_regimes(
 def load_problem(path: Path, global_overrides: dict[str, Any] | None = None) -> Problem:
     """Import a KernelBench problem file and resolve its regimes."""
     path = Path(path)
-    module = import_file(path, _module_name("problem", path))
+    overrides = global_overrides or {}
+    why = override_problem(path, overrides)
+    if why:
+        raise LoadError(str(path), why, expected="a --set name assigned at module level")
+    module = import_file(path, _module_name("problem", path), overrides)
     # A candidate that imports the problem by its file name gets this very module, so a call
     # to the reference is seen by the runtime guard instead of going to a fresh copy.
     sys.modules.setdefault(path.stem, module)
     model_cls = _require_class(module, path, "Model")
-    regimes = _resolve_regimes(path, module, global_overrides or {})
+    regimes = _resolve_regimes(path, module)
     cpu = tuple(getattr(module, "CPU_REGIMES", ()) or ())
     unknown = [r for r in cpu if r not in regimes]
     if unknown:

@@ -1,7 +1,7 @@
 """Input shapes of every regime of a problem, without allocating: `get_inputs` under the meta
 device, in a child process (a problem file is user code).
 
-    python -m klineage.problem.shapes PROBLEM.py      # prints {regime: {"shapes": [...], "dtypes": [...]}}
+    python -m klineage.problem.shapes PROBLEM.py [OVERRIDES_JSON]   # prints {regime: {"shapes": [...], "dtypes": [...]}}
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 from klineage.errors import LoadError
 
 
-def _child(problem: str) -> dict[str, Any]:
+def _child(problem: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     import torch
 
     from klineage.problem import load_problem
 
-    p = load_problem(Path(problem))
+    p = load_problem(Path(problem), overrides)
     out: dict[str, Any] = {}
     for name in p.regimes:
         inputs = p.make_inputs(name, "meta")
@@ -32,11 +32,15 @@ def _child(problem: str) -> dict[str, Any]:
     return out
 
 
-def regime_shapes(problem: Path, timeout_s: float = 60.0) -> dict[str, dict[str, Any]]:
-    """{regime: {"shapes": [[...], ...], "dtypes": [...]}} for every regime of `problem`."""
+def regime_shapes(
+    problem: Path, timeout_s: float = 60.0, overrides: dict[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
+    """{regime: {"shapes": [[...], ...], "dtypes": [...]}} for every regime of `problem`, with
+    --set overrides rebound."""
+    extra = [json.dumps(overrides)] if overrides else []
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "klineage.problem.shapes", str(problem)],
+            [sys.executable, "-m", "klineage.problem.shapes", str(problem), *extra],
             capture_output=True, text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except subprocess.TimeoutExpired as e:
@@ -74,7 +78,8 @@ def features(entry: dict[str, Any]) -> dict[str, float]:
 
 if __name__ == "__main__":
     try:
-        print(json.dumps(_child(sys.argv[1])))
+        given = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+        print(json.dumps(_child(sys.argv[1], given)))
     except LoadError as e:
         print(str(e), file=sys.stderr)
         sys.exit(2)
