@@ -104,7 +104,7 @@ def _gate_result(ok: bool, ms: dict[str, float]) -> GateResult:
                 "eager_ms": 2.0,
                 "speedup_vs_eager": 2.0 / v,
                 "floor_ms": 0.1,
-            }  # fmt: skip
+            }
             for r, v in ms.items()
         }
         stages.append(

@@ -207,7 +207,6 @@ def test_a_threshold_is_not_extrapolated_far_from_the_values_it_was_learned_on()
     attention head dimension of 32 it is set aside and the nearest measured regime decides;
     for a row of 20000 it is used."""
     from klineage.skills import read_json
-    from klineage.skills.library import shipped_library_path
     from klineage.skills.retrieve import retrieve
     from tests.conftest import ROOT
 
