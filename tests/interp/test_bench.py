@@ -59,3 +59,20 @@ def test_bench_on_a_local_ray_instance(tmp_path: Path) -> None:
         _check(result, out, policies)
     finally:
         ray.shutdown()
+
+
+def test_bench_on_a_folder_of_the_users_problems(tmp_path: Path) -> None:
+    """`bench --suite FOLDER` in KernelBench's flat layout: NAME.py beside NAME_start.py."""
+    import shutil
+
+    src = suite_problems("heldout", ["log_softmax_rows"])[0]
+    mine = tmp_path / "level1"
+    mine.mkdir()
+    shutil.copy(src.problem, mine / "23_LogSoftmax.py")
+    shutil.copy(src.naive, mine / "23_LogSoftmax_start.py")
+    out = tmp_path / "run"
+    result = run_bench(str(mine), policies=["random"], budget=1, device="cpu", out=out, db=tmp_path / "k.db",
+                       config=GateConfig(cache=False))  # fmt: skip
+    (row,) = result["rows"]
+    assert row["problem"] == "level1/23_LogSoftmax" and row["error"] is None and row["success"], row
+    assert result["id"].startswith("level1-cpu-budget1-")

@@ -24,7 +24,13 @@ from typing import Any
 from klineage import metrics
 from klineage.bench.executor import make_executor
 from klineage.bench.memory import Memory, build_memory
-from klineage.bench.suites import BenchProblem, leave_one_out, step_skills_path, suite_problems
+from klineage.bench.suites import (
+    BenchProblem,
+    label,
+    leave_one_out,
+    step_skills_path,
+    suite_problems,
+)
 from klineage.config import GateConfig
 from klineage.errors import KLineageError, UsageError
 from klineage.skills import read_json, to_json
@@ -220,7 +226,7 @@ def run_bench(
     ]
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     result: dict[str, Any] = {
-        "schema": SCHEMA, "id": f"{suite}-{device}-budget{budget}-{created[:16].replace(':', '')}", "suite": suite, "device": device, "budget": budget, "policies": policies, "seeds": seeds,
+        "schema": SCHEMA, "id": f"{label(suite)}-{device}-budget{budget}-{created[:16].replace(':', '')}", "suite": suite, "device": device, "budget": budget, "policies": policies, "seeds": seeds,
         "executor": executor, "environment": {}, "created": created,
         "rows": [], "summary": {}, "skills": [], "notes": sorted(set(notes)),
     }  # fmt: skip
@@ -228,7 +234,7 @@ def run_bench(
         first = next(iter(skill_paths.values()))
         result["skills"] = (
             json.loads(Path(first).read_text(encoding="utf-8"))["skills"]
-            if suite == "heldout"
+            if suite != "corpus"
             else []
         )
     bench_json = out / "bench.json"

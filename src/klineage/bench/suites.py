@@ -27,24 +27,78 @@ def _root() -> Path:
     return Path(str(resources.files("klineage")))
 
 
-def suite_problems(suite: str, only: list[str] | None = None) -> list[BenchProblem]:
-    if suite not in SUITES:
-        raise UsageError(f"--suite {suite}: expected one of {', '.join(SUITES)}")
-    base = _root() / ("kernels" if suite == "corpus" else "heldout")
-    out = []
-    for d in sorted(
-        p for p in base.iterdir() if (p / "problem.py").exists() and (p / "naive.py").exists()
-    ):
-        expert = d / "expert.py"
-        out.append(
-            BenchProblem(
-                f"{suite}/{d.name}",
-                d / "problem.py",
-                d / "naive.py",
-                expert if expert.exists() else None,
-                d.name,
-            )
+# A folder suite's starting kernels: in a problem's own folder (klineage's layout), or beside a
+# KernelBench problem file NAME.py as NAME_<suffix>.py, or as kernels/NAME.py.
+START_NAMES = ("naive.py", "start.py", "candidate.py", "kernel.py")
+START_SUFFIXES = ("_start", "_triton", "_new", "_kernel")
+FOLDER_LAYOUT = (
+    "a folder of problems with starting kernels: either one folder per problem holding problem.py "
+    f"and a starting kernel ({', '.join(START_NAMES)}; expert.py optional), or KernelBench's flat "
+    f"NAME.py problem files, each with its starting kernel as NAME{START_SUFFIXES[0]}.py (or "
+    f"{', '.join(x + '.py' for x in START_SUFFIXES[1:])}) beside it, or kernels/NAME.py"
+)
+
+
+def label(suite: str) -> str:
+    """The suite's name in ids and reports: the folder's own name for a folder suite."""
+    return suite if suite in SUITES else Path(suite).name
+
+
+def folder_problems(folder: Path) -> list[BenchProblem]:
+    """Every problem of a user's folder that has a starting kernel (FOLDER_LAYOUT)."""
+    if not folder.is_dir():
+        raise UsageError(f"--suite {folder}: expected corpus, heldout, or {FOLDER_LAYOUT}")
+    out: list[BenchProblem] = []
+    for d in sorted(p for p in folder.iterdir() if p.is_dir() and (p / "problem.py").exists()):
+        start = next((d / n for n in START_NAMES if (d / n).exists()), None)
+        if start is not None:
+            expert = d / "expert.py"
+            out.append(BenchProblem(f"{folder.name}/{d.name}", d / "problem.py", start,
+                                    expert if expert.exists() else None, d.name))  # fmt: skip
+    starts = {f.stem for f in folder.glob("*.py") if f.stem.endswith(START_SUFFIXES)}
+    for f in sorted(folder.glob("*.py")):
+        if f.stem in starts or f.name.startswith("_"):
+            continue
+        start = next(
+            (
+                folder / f"{f.stem}{x}.py"
+                for x in START_SUFFIXES
+                if (folder / f"{f.stem}{x}.py").exists()
+            ),
+            None,
         )
+        start = start or (
+            folder / "kernels" / f.name if (folder / "kernels" / f.name).exists() else None
+        )
+        if start is not None:
+            out.append(BenchProblem(f"{folder.name}/{f.stem}", f, start, None, f.stem))
+    if not out:
+        raise UsageError(
+            f"--suite {folder}: no problem with a starting kernel found; expected {FOLDER_LAYOUT}"
+        )
+    return out
+
+
+def suite_problems(suite: str, only: list[str] | None = None) -> list[BenchProblem]:
+    """The problems of `corpus`, `heldout`, or a folder of the user's (FOLDER_LAYOUT)."""
+    if suite not in SUITES:
+        out = folder_problems(Path(suite))
+    else:
+        base = _root() / ("kernels" if suite == "corpus" else "heldout")
+        out = []
+        for d in sorted(
+            p for p in base.iterdir() if (p / "problem.py").exists() and (p / "naive.py").exists()
+        ):
+            expert = d / "expert.py"
+            out.append(
+                BenchProblem(
+                    f"{suite}/{d.name}",
+                    d / "problem.py",
+                    d / "naive.py",
+                    expert if expert.exists() else None,
+                    d.name,
+                )
+            )
     if only:
         unknown = sorted(set(only) - {p.workload for p in out})
         if unknown:

@@ -17,7 +17,12 @@ from klineage.errors import KLineageError
 @app.command()
 def bench(
     suite: Annotated[
-        str, typer.Option(help="corpus (leave-one-out) or heldout (problems no skill came from).")
+        str,
+        typer.Option(
+            help="corpus (leave-one-out), heldout (problems no skill came from), or a folder of "
+            "your problems with starting kernels: one folder each (problem.py + naive.py), or "
+            "KernelBench's NAME.py files each with NAME_start.py beside it."
+        ),
     ] = "heldout",
     policies: Annotated[
         str,
