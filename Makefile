@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,llm,ray,liger]'
+	$(BIN)/python -m pip install -q -e '.[dev,llm,ray,liger,mcp]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -6,6 +6,7 @@ No kernel runs here: every invocation fails before the gate, or only reads a dat
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ COMMANDS = [
     "optimize",
     "bench",
     "report",
+    "mcp",
     "passes",
     "examples",
     "version",
@@ -44,6 +46,7 @@ HELP = {
     ("optimize",): "klineage optimize src/klineage/kernels/softmax/problem.py",
     ("bench",): "klineage bench --suite heldout --device cuda",
     ("report",): "A self-contained HTML page of a bench run",
+    ("mcp",): '{"mcpServers": {"klineage": {"command": "klineage", "args": ["mcp"]}}}',
     ("passes",): "List the registered rewrite passes",
     ("examples",): "Copy the bundled examples",
     ("version",): "Print klineage, torch and triton versions.",
@@ -117,6 +120,13 @@ def test_every_command_help_exits_0_with_its_description(path: tuple[str, ...]) 
     assert code == 0, out
     assert f"Usage: klineage {' '.join(path)}" in out
     assert HELP[path] in out
+
+
+def test_mcp_without_the_sdk_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the `mcp` extra were not installed
+    monkeypatch.delitem(sys.modules, "klineage.mcp_server", raising=False)
+    code, out = invoke("mcp")
+    assert code == 2 and "pip install 'klineage[mcp]'" in out, out
 
 
 def test_version_prints_the_version() -> None:

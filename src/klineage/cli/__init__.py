@@ -4,13 +4,13 @@ Exit codes: 0 accepted / success, 1 rejected, 2 usage or loading error.
 
 One module per command group, each registering its commands on the shared `app` (common.py):
 gate.py (gate, passes, version), demo.py, examples.py, distill.py (distill, lineage), skills.py (skills),
-optimize.py (optimize, runs), bench.py (bench, report).
+optimize.py (optimize, runs), bench.py (bench, report), mcp.py (mcp).
 """
 
 from __future__ import annotations
 
 # The command modules register their commands on `app` when imported.
-from klineage.cli import bench, demo, distill, examples, gate, optimize, skills  # noqa: F401
+from klineage.cli import bench, demo, distill, examples, gate, mcp, optimize, skills  # noqa: F401
 from klineage.cli.common import app, console, err_console
 
 __all__ = ["app", "console", "err_console", "main"]
@@ -18,7 +18,7 @@ __all__ = ["app", "console", "err_console", "main"]
 # `klineage --help` lists commands, then groups, in registration order; registration follows
 # import order, so the order help shows is set here (a command not listed here comes last).
 COMMANDS = (
-    "gate", "demo", "distill", "optimize", "bench", "report", "passes", "examples", "version",
+    "gate", "demo", "distill", "optimize", "bench", "report", "mcp", "passes", "examples", "version",
 )  # fmt: skip
 GROUPS = ("lineage", "skills", "runs")
 
