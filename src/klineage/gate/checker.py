@@ -172,13 +172,22 @@ class Checker:
                 Stage.COMPILE, f"first call on regime {regime.name} stopped by a runtime guard"
             ), None
         if not reply.ok:
-            return failed(Stage.COMPILE, f"first call on regime {regime.name}: {reply.error}"), None
+            return failed(Stage.COMPILE, f"{self.where(reply)}first call on regime {regime.name}: {reply.error}"
+                          + self.source(reply)), None  # fmt: skip
         tuned = ", ".join(f"{k} ({v} configs)" for k, v in self.seen.autotuners.items())
         return StageResult(
             stage=Stage.COMPILE, status=Status.PASSED, seconds=time.perf_counter() - t0,
             message=f"{reply.launches} kernel launch(es) on first call" + (f"; autotuned: {tuned}" if tuned else ""),
             numbers={"launches": reply.launches, "autotune_configs": self.seen.passes},
         ), reply  # fmt: skip
+
+    def where(self, reply: CallReply) -> str:
+        """'candidate.py:15: ' where the candidate's error was raised in its own file."""
+        return f"{Path(self.req.candidate).name}:{reply.line}: " if reply.line else ""
+
+    @staticmethod
+    def source(reply: CallReply) -> str:
+        return f"\n    {reply.source_line.strip()}" if reply.source_line else ""
 
     # correctness ----------------------------------------------------------------------------
     def regime(self, regime: RefRegime) -> RegimeOutcome:
@@ -218,7 +227,12 @@ class Checker:
                     if reply.fatal:
                         self.seen.fatal = reply.error
                     return self._fail(
-                        regime, case, c, passes, reply, f"forward raised {reply.error}"
+                        regime,
+                        case,
+                        c,
+                        passes,
+                        reply,
+                        f"{self.where(reply)}forward raised {reply.error}{self.source(reply)}",
                     )
                 kernels.update(reply.kernels)
                 if reply.violations:

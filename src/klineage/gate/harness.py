@@ -401,11 +401,19 @@ def short_error(e: BaseException, limit: int = 25) -> str:
 
 
 def _line_in(path: str, exc: BaseException) -> tuple[int | None, str | None]:
+    """The innermost line of `path` in the exception's traceback, following its causes: Triton's
+    interpreter re-raises a kernel's error as InterpreterError from the original, whose
+    traceback holds the kernel body's line."""
     line = text = None
     real = os.path.realpath(path)
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if os.path.realpath(frame.filename) == real:
-            line, text = frame.lineno, frame.line
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for frame in traceback.extract_tb(e.__traceback__):
+            if os.path.realpath(frame.filename) == real:
+                line, text = frame.lineno, frame.line
+        e = e.__cause__ or e.__context__
     return line, text
 
 
@@ -593,8 +601,9 @@ class Harness:
                 or "illegal memory access" in text
                 or "device-side assert" in text
             )
+            line, source_line = _line_in(self.path, e)
             return {**reply, "ok": False, "error": short_error(e), "skip": skip, "fatal": fatal,
-                    "violations": list(STATE.violations),
+                    "line": line, "source_line": source_line, "violations": list(STATE.violations),
                     "forced": dict(STATE.forced), "autotuners": dict(STATE.autotuners)}  # fmt: skip
         finally:
             STATE.force_config = None

@@ -107,7 +107,8 @@ class CallReply(_Reply):
     skip: bool = False
     fatal: bool = False
     init_error: str | None = None
-    line: int | None = None
+    line: int | None = None  # where in the candidate file the error was raised, if there
+    source_line: str | None = None
     expected: str | None = None
 
 

@@ -199,7 +199,7 @@ def run_gate(
 
 
 # Bumped when the checks change, so verdicts of older checks are not served.
-GATE_PROTOCOL = 6  # 5: the reference also evaluated in float64 (RefCase.float64); 6: --set rebinds the assignment, derived globals follow
+GATE_PROTOCOL = 7  # 5: the reference also evaluated in float64 (RefCase.float64); 6: --set rebinds the assignment, derived globals follow; 7: kernel errors name the candidate's line
 
 
 def result_json(result: GateResult) -> str:

@@ -35,15 +35,48 @@ def locate_problem(path: str) -> Path | None:
     return None
 
 
+def _disk_cache(source: str) -> Path:
+    import hashlib
+
+    from klineage.config import default_cache_dir
+
+    return (
+        default_cache_dir()
+        / "regime-features"
+        / f"{hashlib.sha256(source.encode()).hexdigest()[:24]}.json"
+    )
+
+
 def regime_features(problem: str) -> dict[str, dict[str, float]]:
-    """Features of every regime of a problem (cached per path); empty if it cannot be read."""
+    """Features of every regime of a problem; empty if it cannot be read. Cached per path in
+    memory and per file content on disk: reading them runs the problem in a child process
+    (seconds), and a skill card or retrieval needs them for every problem a skill came from."""
+    import json
+
     if problem not in _SHAPES:
         located = locate_problem(problem)
+        cached = None
+        try:
+            source = located.read_text(encoding="utf-8") if located else ""
+            cached = _disk_cache(source) if source else None
+            if cached is not None and cached.exists():
+                _SHAPES[problem] = json.loads(cached.read_text(encoding="utf-8"))
+                return _SHAPES[problem]
+        except (OSError, ValueError):
+            cached = None
         try:
             shapes = regime_shapes(located) if located else {}
         except Exception:  # an unreadable problem yields no features, and so no threshold
             shapes = {}
         _SHAPES[problem] = {r: features(e) for r, e in shapes.items()}
+        if cached is not None and shapes:
+            try:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(".tmp")
+                tmp.write_text(json.dumps(_SHAPES[problem]), encoding="utf-8")
+                tmp.replace(cached)
+            except OSError:
+                pass  # no cache is a slower card, nothing worse
     return _SHAPES[problem]
 
 
