@@ -95,7 +95,9 @@ def skills_list(db: DbOption = None) -> None:
     table.add_column("from", justify="right", no_wrap=True)
     table.add_column("when it pays (measured)", overflow="fold", ratio=1)
     for s in skills:
-        table.add_row(s.id[:8], s.name, str(len({p.source_kernel for p in s.provenance})), escape(when(s)))
+        table.add_row(
+            s.id[:8], s.name, str(len({p.source_kernel for p in s.provenance})), escape(when(s))
+        )
     console.print(table)
 
 
