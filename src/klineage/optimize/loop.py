@@ -304,7 +304,7 @@ class Optimizer:
         for i, (prop, base) in enumerate(st.retry):
             if base != best:
                 st.retry[i] = (prop, best)
-                label = prop.label.split(" [")[0] + " [again, on the new best kernel]"
+                label = (prop.what or prop.label) + " [again, on the new best kernel]"
                 return replace(prop, label=label)
         return None
 

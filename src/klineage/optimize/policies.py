@@ -36,6 +36,7 @@ class Proposal:
     # Predicted speedup on the target (best over its regimes); None when unknown.
     predicted: float | None = None
     notes: str = ""  # extra knowledge for an LLM prompt (a memory's rules or insights)
+    what: str = ""  # the label without the policy's note on why now ("" when label is all)
 
 
 @dataclass
@@ -100,13 +101,7 @@ def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal
     # that apply here but whose conditions predict no gain are tried last, in order of their
     # typical gain. Conditions rank; only the gate's measurement keeps (on the CPU nothing is
     # kept from here: the prediction is no gain).
-    rest = [
-        r
-        for r in ranked
-        if not r.selected
-        and r.materializer
-        and any(x.startswith("excluded (measured)") for x in r.reasons)
-    ]
+    rest = [r for r in ranked if not r.selected and r.materializer and r.excluded == "measured"]
     typical = {id(r): _typical_gain(r.skill) for r in rest}
     for r in sorted(rest, key=lambda r: -typical[id(r)]):
         yield _proposal(r, "skill-explore", " [conditions predict no gain; budget left]")
@@ -115,9 +110,10 @@ def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal
 def _proposal(r: Any, tag: str, note: str = "") -> Proposal:
     """A Proposal from a retrieval result (skills.retrieve.Retrieved)."""
     s = r.skill
-    return Proposal(key=f"{tag}:{s.id}:{r.materializer}", label=f"{s.name} ({s.anchor}){note}", materializer=r.materializer,
+    what = f"{s.name} ({s.anchor})"
+    return Proposal(key=f"{tag}:{s.id}:{r.materializer}", label=what + note, materializer=r.materializer,
                     skill=s, pass_name=s.rewrite.pass_name, params=dict(s.rewrite.params),
-                    predicted=r.score if r.predicted else None)  # fmt: skip
+                    predicted=r.score if r.predicted else None, what=what)  # fmt: skip
 
 
 def _typical_gain(skill: Skill) -> float:

@@ -31,6 +31,10 @@ class Retrieved:
     # How it would be materialized: "mechanical" (its pass finds a forward site), "llm" (no
     # site, but an LLM may write it), or "" when excluded statically.
     materializer: str = ""
+    # Why it was excluded, as data: "measured" (its conditions predict no gain here), "static"
+    # (no place for it, or hardware it needs), "unregistered" (its pass is not installed); None
+    # when selected. Policies read this, never the reasons' wording.
+    excluded: str | None = None
 
     @property
     def score(self) -> float:
@@ -172,6 +176,7 @@ def retrieve(
             )
             r.reasons += why
             r.selected = not r.predicted or r.score >= PAYS_OFF
+            r.excluded = None if r.selected else "measured"
             r.reasons.append(
                 "selected: the LLM writes it; the gate will decide"
                 if r.selected
@@ -180,6 +185,7 @@ def retrieve(
             out.append(r)
             continue
         if p is None:
+            r.excluded = "unregistered"
             r.reasons.append(
                 f"excluded: rewrite pass {s.rewrite.pass_name!r} is not registered here"
             )
@@ -188,6 +194,7 @@ def retrieve(
         sites = p.forward_sites(source)
         r.sites = len(sites)
         if not sites and not llm:
+            r.excluded = "static"
             r.reasons.append(
                 f"excluded (static): no place in {kernel.name} where it could be added ({p.ANCHOR})"
             )
@@ -196,6 +203,7 @@ def retrieve(
         r.materializer = "mechanical" if sites else "llm"
         need = HARDWARE_CONDITIONS.get(s.rewrite.pass_name)
         if need and (device != "cuda" or capability is None or float(capability) < 9.0):
+            r.excluded = "static"
             r.reasons.append(
                 f"excluded (static): needs {need}; target device {device}, capability {capability or 'unknown'}"
             )
@@ -223,6 +231,7 @@ def retrieve(
             best = max(r.predicted, key=lambda k: r.predicted[k])
             r.reasons.append(f"selected: predicted {r.score:.2f}x on {best}")
         else:
+            r.excluded = "measured"
             r.reasons.append("excluded (measured): predicted no gain on any target regime")
         out.append(r)
     return sorted(out, key=lambda x: (not x.selected, -x.score, x.skill.name))
