@@ -45,7 +45,7 @@ isolation:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
 
 test: lint browser isolation
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests/unit tests/interp
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --durations=15 tests/unit tests/interp
 
 # Opt-in, on a machine with a CUDA GPU (see docs/DEVICE.md).
 gpu:
