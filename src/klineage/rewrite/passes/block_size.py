@@ -16,6 +16,11 @@ Backward halves the value (never below 16, and only an even one); values compute
 (e.g. `triton.next_power_of_2(n)`) are sites that skip with the reason. Forward sets the given
 value (params["value"], default: twice the current one). Halving may break a kernel that
 assumes a row fits in one block: the gate rejects it, which is the right outcome.
+
+A launch keyword's literal (`kernel[(triton.cdiv(n, 64),)](..., BLOCK=64)`) changes together
+with the grid's tile count written as the same literal (`cdiv(n, 64)`, `n // 64`,
+`(n + 63) // 64`, in the grid or the local it names): on the H200 a naive kernel's BLOCK=64 set
+to 128 at the launch alone ran twice the programs it needed (0.88x, reverted).
 """
 
 from __future__ import annotations
@@ -104,6 +109,10 @@ class _Block:
     function: str
     literal: cst.Integer | None  # the literal to rewrite; None when computed at run time
     expr: str
+    # A launch keyword's grid (`kernel[grid](..., BLOCK=64)`): the expression, or the value of
+    # the local it names, whose literal tile counts must change with the block size.
+    grid: cst.BaseExpression | None = None
+    grid_name: str | None = None  # the local the grid was read from, if any
 
     @property
     def value(self) -> int | None:
@@ -144,10 +153,32 @@ class _Collector(FunctionTracker):
         self.loads = loads
         self.launched = launched
         self.found: list[_Block] = []
+        # (function, name, line) -> the value assigned: a launch's grid may be a local.
+        self.assigned: dict[tuple[str, str, int], cst.BaseExpression] = {}
 
-    def _add(self, kind: str, name: str, value: cst.BaseExpression, at: cst.CSTNode) -> None:
+    def _add(self, kind: str, name: str, value: cst.BaseExpression, at: cst.CSTNode,
+             grid: tuple[cst.BaseExpression | None, str | None] = (None, None)) -> None:  # fmt: skip
         line = self.get_metadata(PositionProvider, at).start.line
-        self.found.append(_Block(kind, name, line, self.function, _literal(value), _code(value)))
+        self.found.append(
+            _Block(kind, name, line, self.function, _literal(value), _code(value), *grid)
+        )
+
+    def _grid_of(self, call: cst.Call) -> tuple[cst.BaseExpression | None, str | None]:
+        """`kernel[grid]`'s grid, and the local it names (followed to its last assignment in
+        this function), if it names one."""
+        assert isinstance(call.func, cst.Subscript)
+        if len(call.func.slice) != 1 or not isinstance(call.func.slice[0].slice, cst.Index):
+            return None, None
+        grid = call.func.slice[0].slice.value
+        if isinstance(grid, cst.Name):
+            line = self.get_metadata(PositionProvider, call).start.line
+            bound = [
+                v
+                for (f, n, at), v in self.assigned.items()
+                if f == self.function and n == grid.value and at < line
+            ]
+            return (bound[-1] if bound else None), grid.value
+        return grid, None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         super().visit_FunctionDef(node)
@@ -181,7 +212,7 @@ class _Collector(FunctionTracker):
                     continue
                 # A name is a binding found elsewhere (a constant or a launcher local).
                 if not isinstance(a.value, cst.Name):
-                    self._add("launch", a.keyword.value, a.value, a)
+                    self._add("launch", a.keyword.value, a.value, a, self._grid_of(node))
 
     def _assign(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if self.in_kernel:
@@ -206,6 +237,10 @@ class _Collector(FunctionTracker):
                     self._add(kind, t.value, v, v)
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        line = self.get_metadata(PositionProvider, node).start.line
+        for t in node.targets:
+            if isinstance(t.target, cst.Name):
+                self.assigned[(self.function, t.target.value, line)] = node.value
         self._assign([t.target for t in node.targets], node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
@@ -220,6 +255,41 @@ def _blocks(module: cst.Module) -> list[_Block]:
     collector = _Collector(loads.counts, loads.launched)
     wrapper.visit(collector)
     return collector.found
+
+
+def _tile_counts(grid: cst.BaseExpression, block: int) -> list[tuple[cst.Integer, int]]:
+    """Literals in a launch grid that count tiles of `block`: the divisor of `cdiv(n, 64)` or of
+    `x // 64`, and the `63` of `(n + 63) // 64`. A block size changed at the launch alone left
+    the grid at the old tile count (twice the programs, or half the elements covered)."""
+    found: list[tuple[cst.Integer, int]] = []
+
+    def integer(node: cst.BaseExpression, value: int) -> cst.Integer | None:
+        if isinstance(node, cst.Integer) and int(node.evaluated_value) == value:
+            return node
+        return None
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if dotted(node.func).split(".")[-1] == "cdiv" and len(node.args) == 2:
+                hit = integer(node.args[1].value, block)
+                if hit is not None:
+                    found.append((hit, block))
+
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if not isinstance(node.operator, cst.FloorDivide):
+                return
+            hit = integer(node.right, block)
+            if hit is None:
+                return
+            found.append((hit, block))
+            left = node.left
+            if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Add):
+                pad = integer(left.right, block - 1)
+                if pad is not None:
+                    found.append((pad, block - 1))
+
+    grid.visit(V())
+    return found
 
 
 @register
@@ -260,11 +330,27 @@ class BlockSize(RewritePass):
             return f"block size #{site.index} is {b.name}, not {name}"
         if b.literal is None:
             return f"{b.name} = {b.expr} is computed at run time, not a literal to resize"
+        if (
+            b.grid is not None
+            and b.grid_name
+            and _tile_counts(b.grid, int(b.literal.evaluated_value))
+        ):
+            others = [x for x in blocks if x is not b and x.kind == "launch" and x.function == b.function
+                      and x.grid_name == b.grid_name]  # fmt: skip
+            if others:
+                return (f"{b.name}={b.expr}: its grid {b.grid_name} is shared with {len(others)} other launch(es) "
+                        "in this function; resizing one would leave the others with the wrong tile count")  # fmt: skip
         return b
 
-    def _set(self, module: cst.Module, b: _Block, value: int) -> str:
+    def _set(self, module: cst.Module, b: _Block, value: int) -> tuple[str, int]:
+        """The source with the block size set, and the number of grid literals changed with it."""
         assert b.literal is not None
-        return module.visit(_Replacer({id(b.literal): cst.Integer(str(value))})).code
+        old = int(b.literal.evaluated_value)
+        mapping: dict[int, cst.CSTNode] = {id(b.literal): cst.Integer(str(value))}
+        if b.grid is not None:
+            for node, was in _tile_counts(b.grid, old):
+                mapping[id(node)] = cst.Integer(str(value if was == old else value - 1))
+        return module.visit(_Replacer(mapping)).code, len(mapping) - 1
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
         def run() -> RewriteResult:
@@ -286,9 +372,9 @@ class BlockSize(RewritePass):
                     f"{b.name}={v}: halving would give {v // 2}, below the minimum {MIN_BLOCK}",
                     site,
                 )
-            return RewriteResult(
-                True, f"halved {b.name} from {v} to {v // 2}", self._set(module, b, v // 2), site
-            )
+            out, tied = self._set(module, b, v // 2)
+            note = f" (and the launch grid's tile count with it, {tied} literal(s))" if tied else ""
+            return RewriteResult(True, f"halved {b.name} from {v} to {v // 2}{note}", out, site)
 
         return self.safe(run)
 
@@ -308,8 +394,8 @@ class BlockSize(RewritePass):
                 )
             if new == v:
                 return RewriteResult.skip(f"{b.name} is already {v}", site)
-            return RewriteResult(
-                True, f"set {b.name} from {v} to {new}", self._set(module, b, new), site
-            )
+            out, tied = self._set(module, b, new)
+            note = f" (and the launch grid's tile count with it, {tied} literal(s))" if tied else ""
+            return RewriteResult(True, f"set {b.name} from {v} to {new}{note}", out, site)
 
         return self.safe(run)
