@@ -83,3 +83,17 @@ def test_tensors_equal_treats_nan_as_equal() -> None:
     x = torch.tensor([1.0, math.nan])
     assert tensors_equal(x, x.clone())
     assert not tensors_equal(x, torch.tensor([1.0, 2.0]))
+
+
+def test_a_comparison_where_every_element_is_off_says_what_usually_causes_it() -> None:
+    import torch
+
+    from klineage.gate.compare import compare_tensor
+
+    want = torch.randn(64, 5)
+    c = compare_tensor(want + 1.0, want, 1e-4, "output")
+    assert not c.ok and "nearly every element is off" in c.message and "same order" in c.message
+    one = want.clone()
+    one[3, 2] += 1.0
+    c1 = compare_tensor(one, want, 1e-4, "output")
+    assert not c1.ok and "nearly every element" not in c1.message  # one bad element: no such hint

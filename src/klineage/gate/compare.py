@@ -152,7 +152,7 @@ def _against_float64(
         f"{label}: {n}/{g.numel()} element(s) beyond tolerance {tol:g}, also against the "
         f"reference evaluated in float64 ({allowed}); worst at {_index(i, shape)}: got "
         f"{g[i].item():.6g}, expected {w[i].item():.6g} (float64: {r[i].item():.9g}; abs err "
-        f"{err[i].item():.3g}, allowed {bound[i].item():.3g})",
+        f"{err[i].item():.3g}, allowed {bound[i].item():.3g})" + everything_off(n, g.numel()),
         max_abs,
         max_rel,
     )
@@ -234,10 +234,22 @@ def compare_tensor(
         f"{label}: {n}/{g.numel()} element(s) beyond tolerance {tol:g}; worst at "
         f"{_index(i, got.shape)}: got {g[i].item():.6g}, expected {w[i].item():.6g} "
         f"(abs err {err[i].item():.3g})"
-        + (f" (no float64 evaluation: {no_exact})" if no_exact else ""),
+        + (f" (no float64 evaluation: {no_exact})" if no_exact else "")
+        + everything_off(n, g.numel()),
         max_abs,
         max_rel,
     )
+
+
+def everything_off(bad: int, total: int) -> str:
+    """A hint when (nearly) every element is wrong: not a rounding question. KernelBench level-2
+    candidates that create their parameters in another order than Model get every element wrong
+    with nothing else to say why (both Models are built after the same seed)."""
+    if total < 8 or bad < 0.9 * total:
+        return ""
+    return ("; nearly every element is off: a wrong formula, or, if the Model has weights, ModelNew "
+            "creating its parameters in another order or shape than Model (both are built after "
+            "the same seed, so the same order gets the same values)")  # fmt: skip
 
 
 def compare_outputs(
