@@ -123,7 +123,11 @@ def test_every_command_help_exits_0_with_its_description(path: tuple[str, ...]) 
 
 
 def test_mcp_without_the_sdk_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the `mcp` extra were not installed
+    # As if the `mcp` extra were not installed: the SDK's submodules too, which another test in
+    # the same worker may have imported (`from mcp.server... import` finds them directly).
+    for name in [n for n in sys.modules if n == "mcp" or n.startswith("mcp.")] or ["mcp"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "mcp", None)
     monkeypatch.delitem(sys.modules, "klineage.mcp_server", raising=False)
     code, out = invoke("mcp")
     assert code == 2 and "pip install 'klineage[mcp]'" in out, out
@@ -166,7 +170,7 @@ def test_bench_with_an_unknown_policy(tmp_path: Path) -> None:
 def test_bench_with_an_unknown_suite(tmp_path: Path) -> None:
     code, out = invoke("bench", "--suite", "nope", "--out", tmp_path / "b", "--db", tmp_path / "k.db")  # fmt: skip
     assert code == 2
-    assert "--suite nope: expected one of corpus, heldout" in out
+    assert "--suite nope: expected corpus, heldout, or a folder of problems" in out
 
 
 def test_report_on_a_missing_path(tmp_path: Path) -> None:
