@@ -37,8 +37,10 @@ def _check(result: dict, out: Path, policies: list[str]) -> None:
 def test_bench_local_pool(tmp_path: Path) -> None:
     policies = ["klineage", "random", "adaexplore"]
     out = tmp_path / "run"
+    # The session's private verdict cache on: five runs share the start's verdict and the
+    # reference's cases (what a bench does), which is what this test can afford on two cores.
     result = run_bench("heldout", policies=policies, budget=2, device="cpu", out=out, db=tmp_path / "k.db",
-                       problems=["log_softmax_rows"], config=GateConfig(cache=False), seeds=2)  # fmt: skip
+                       problems=["log_softmax_rows"], config=GateConfig(), seeds=2)  # fmt: skip
     _check(result, out, policies)
     assert (out / "memory-corpus.json").exists() and (out / "skills.json").exists()
     # Seeds: the seed-dependent policies ran twice (two stored runs), klineage once.
@@ -55,7 +57,7 @@ def test_bench_on_a_local_ray_instance(tmp_path: Path) -> None:
         policies = ["what-only", "random"]
         out = tmp_path / "run"
         result = run_bench("heldout", policies=policies, budget=2, device="cpu", out=out, db=tmp_path / "k.db",
-                           executor="ray", problems=["log_softmax_rows"], config=GateConfig(cache=False))  # fmt: skip
+                           executor="ray", problems=["log_softmax_rows"], config=GateConfig())  # fmt: skip
         _check(result, out, policies)
     finally:
         ray.shutdown()
