@@ -320,3 +320,23 @@ def test_examples_copies_the_bundled_examples(tmp_path: Path) -> None:
     code, out = invoke("examples", dest)  # nothing is overwritten without --force
     assert code == 2 and "already exist" in out and "--force" in out
     assert invoke("examples", dest, "--force")[0] == 0
+
+
+def test_gate_json_answers_a_usage_error_in_json_too() -> None:
+    import json
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "gate",
+            str(EXAMPLE / "problem.py"),
+            str(EXAMPLE / "candidate.py"),
+            "--trials",
+            "2",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 2
+    first = next(line for line in result.stdout.splitlines() if line.startswith("{"))
+    data = json.loads(first)
+    assert data["accepted"] is False and data["fault"] == "usage" and "--trials 2" in data["error"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -107,6 +108,15 @@ def render_gate(result: GateResult) -> None:
     console.print(f"{verdict}{cached} in {result.seconds:.1f} s{waited}")
 
 
+def _usage_error(message: str, as_json: bool) -> NoReturn:
+    """Exit 2 with the message on stderr; with --json also as JSON on stdout, so a program reading
+    it gets an answer for a usage error as it does for a verdict."""
+    err_console.print(f"[red]error:[/] {escape(message)}")
+    if as_json:
+        print(json.dumps({"accepted": False, "error": message, "fault": "usage", "exit_code": 2}))
+    raise typer.Exit(2)
+
+
 def _exit_code(result: GateResult) -> int:
     """0 accepted; 1 the candidate was rejected; 2 the problem file is at fault."""
     if result.accepted:
@@ -202,11 +212,9 @@ def gate(
         )
         config = GateConfig.model_validate({**config.model_dump(), "tolerances": tolerances})
     except ValidationError as e:
-        err_console.print(f"[red]error:[/] {escape(config_error(e))}")
-        raise typer.Exit(2) from None
+        _usage_error(config_error(e), as_json)
     except (ValueError, KLineageError) as e:
-        err_console.print(f"[red]error:[/] {escape(str(e))}")
-        raise typer.Exit(2) from None
+        _usage_error(str(e), as_json)
     overrides = parse_set(set_)
     try:
         if as_json:
@@ -239,8 +247,7 @@ def gate(
                     base=base,
                 )
     except KLineageError as e:
-        err_console.print(f"[red]error:[/] {escape(str(e))}")
-        raise typer.Exit(2) from None
+        _usage_error(str(e), as_json)
     if as_json:
         print(result_json(result))
     else:
