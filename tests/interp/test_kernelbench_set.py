@@ -83,3 +83,10 @@ def test_overrides_are_part_of_the_lineage_id() -> None:
     args = ("p", "e", "cpu", "first", [], ["num_warps"])
     assert lineage_id(*args) == lineage_id(*args, {})
     assert lineage_id(*args, {"n": 8}) != lineage_id(*args) != lineage_id(*args, {"n": 9})
+
+
+def test_a_set_that_contradicts_a_derived_global_is_named_in_the_problems_error() -> None:
+    bad = {**SIZES, "bias_shape": (SIZES["out_features"] + 1,)}
+    r = run_gate(PROBLEM, CANDIDATE, device="cpu", overrides=bad, config=GateConfig())
+    assert not r.accepted and r.fault is not None and r.fault.value == "problem", r.message
+    assert "the problem ran with --set" in r.message and "bias_shape=[10]" in r.message

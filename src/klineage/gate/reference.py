@@ -429,16 +429,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     req = RefRequest.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
     out = Path(args[1])
+    # A --set that contradicts a global computed from another fails inside the problem's code:
+    # say which values it ran with, so the error is not read as the file's alone.
+    ran_with = (
+        f"\n(the problem ran with --set {', '.join(f'{k}={v!r}' for k, v in req.overrides.items())}; "
+        "a value that contradicts a global computed from another fails here: set the source "
+        "global and let the derived one follow)"
+        if req.overrides
+        else ""
+    )
     try:
         manifest = run(req, out)
     except LoadError as e:
-        err = RefError(message=e.render(), path=e.path, line=e.line)
+        err = RefError(message=e.render() + ran_with, path=e.path, line=e.line)
         (out / "error.json").write_text(err.model_dump_json(), encoding="utf-8")
         return 3
     except Exception as e:
         line = error_line_in(Path(req.problem), e)[0]
         where = f"{req.problem}:{line}" if line else req.problem
-        err = RefError(message=f"{where}: {type(e).__name__}: {e}", path=req.problem, line=line)
+        err = RefError(
+            message=f"{where}: {type(e).__name__}: {e}{ran_with}", path=req.problem, line=line
+        )
         (out / "error.json").write_text(err.model_dump_json(), encoding="utf-8")
         traceback.print_exc()
         return 3
