@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from klineage.gate.records import NOISE_FLOOR, profile_rows
+from klineage.gate.records import profile_rows, within_noise
 
 # What "pays off" means everywhere (skills, retrieval, the report): 5% or more.
 PAYS_OFF = 1.05
@@ -36,9 +36,7 @@ class Speedup:
 
     @property
     def within_noise(self) -> bool:
-        """The range holds 1, or the ratio is within NOISE_FLOOR of 1 (the same kernel timed
-        beside itself differs that much)."""
-        return self.lo <= 1.0 <= self.hi or abs(self.value - 1.0) < NOISE_FLOOR
+        return within_noise(self.value, self.lo, self.hi)
 
     @property
     def evidence(self) -> bool:
@@ -59,13 +57,21 @@ class Speedup:
 def speedups(
     base_gate: dict[str, Any] | None, new_gate: dict[str, Any] | None
 ) -> dict[str, Speedup]:
-    """Per regime timed in both (or side by side in new_gate): base / new."""
+    """Per regime timed in both: base / new. The side-by-side ratio of new_gate is used only
+    when it was measured against base_gate's kernel (new_gate.base_sha is base_gate's
+    candidate_sha), or when base_gate is None (against whatever base new_gate was timed
+    beside); otherwise the two calls' medians are compared."""
     new = profile_rows(new_gate or {})
     base = profile_rows(base_gate or {})
+    paired = base_gate is None or (
+        bool((new_gate or {}).get("base_sha"))
+        and (new_gate or {}).get("base_sha") == base_gate.get("candidate_sha")
+    )
     out: dict[str, Speedup] = {}
     for regime, row in new.items():
         if (
-            row.ratio is not None
+            paired
+            and row.ratio is not None
             and row.base_ms is not None
             and row.ratio_lo is not None
             and row.ratio_hi is not None

@@ -155,27 +155,31 @@ def _row(ms: float, **extra: Any) -> dict[str, Any]:
             "host_ms": ms, "host_p20_ms": ms, "host_p80_ms": ms, **extra}  # fmt: skip
 
 
-def _gate(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {"stages": [{"stage": "profile", "numbers": {"regimes": rows}}]}
+def _gate(
+    rows: dict[str, dict[str, Any]], sha: str = "", base: str | None = None
+) -> dict[str, Any]:
+    return {
+        "candidate_sha": sha,
+        "base_sha": base,
+        "stages": [{"stage": "profile", "numbers": {"regimes": rows}}],
+    }
 
 
 def test_slowdown_uses_the_side_by_side_ratio_and_leaves_launch_bound_regimes_out() -> None:
-    parent = _gate({"big": _row(1.0), "tiny": _row(0.002)})
+    parent = _gate({"big": _row(1.0), "tiny": _row(0.002)}, sha="p")
     # The child was timed beside its parent: its ratio (parent / child) decides, not the
     # medians of two calls (which here say 4x); the launch-bound regime is not counted.
-    child = _gate({
+    rows = {
         "big": _row(4.0, base_ms=2.0, ratio=0.5, ratio_lo=0.48, ratio_hi=0.52),
-        "tiny": _row(0.02, base_ms=0.002, ratio=0.1, ratio_lo=0.09, ratio_hi=0.11, launch_bound=True),
-    })  # fmt: skip
-    assert slowdown(parent, child) == pytest.approx(2.0)
-    only_tiny = _gate(
-        {
-            "tiny": _row(
-                0.02, base_ms=0.002, ratio=0.1, ratio_lo=0.09, ratio_hi=0.11, launch_bound=True
-            )
-        }
-    )
+        "tiny": _row(
+            0.02, base_ms=0.002, ratio=0.1, ratio_lo=0.09, ratio_hi=0.11, launch_bound=True
+        ),
+    }
+    assert slowdown(parent, _gate(rows, sha="c", base="p")) == pytest.approx(2.0)
+    only_tiny = _gate({"tiny": rows["tiny"]}, sha="c", base="p")
     assert slowdown(parent, only_tiny) is None
+    # A ratio measured beside another kernel is not this pair's: the two calls' medians are.
+    assert slowdown(parent, _gate(rows, sha="c", base="other")) == pytest.approx(4.0)
 
 
 def test_refuses_an_expert_that_fails_the_gate(

@@ -86,6 +86,12 @@ class RegimeOutcome(BaseModel):
 NOISE_FLOOR = 0.02
 
 
+def within_noise(ratio: float, lo: float, hi: float) -> bool:
+    """A ratio its measured range cannot tell from 1: the range holds 1, or the ratio is within
+    NOISE_FLOOR of 1 (the same kernel timed beside itself differs that much)."""
+    return lo <= 1.0 <= hi or abs(ratio - 1.0) < NOISE_FLOOR
+
+
 class ProfileRow(BaseModel):
     """One regime's timing (gate/profile.py), in ms per call.
 
@@ -164,6 +170,10 @@ class GateResult(BaseModel):
     calls_checked: int = 0
     # Rejected because the time ran out: not cached, since it may be the machine's load.
     timed_out: bool = False
+    # sha256 of the candidate's source, and of the base it was timed beside (None without one):
+    # a ProfileRow's ratio is against that base only (klineage/metrics.py pairs them).
+    candidate_sha: str = ""
+    base_sha: str | None = None
     # Seconds spent waiting for the GPU lock (other gate calls) or for free disk: not charged
     # to --timeout.
     lock_wait_s: float = 0.0
@@ -191,22 +201,27 @@ class GateResult(BaseModel):
 
     def profile_rows(self) -> dict[str, ProfileRow]:
         """Per-regime timing; empty when not measured (the CPU, or a rejection)."""
-        return profile_rows(self.model_dump(mode="json"))
+        stage = self.stage(Stage.PROFILE)
+        return _rows((stage.numbers.get("regimes") or {}) if stage is not None else {})
 
 
 def profile_rows(gate: dict[str, Any]) -> dict[str, ProfileRow]:
-    """Per-regime timing of a stored GateResult (as JSON). Rows from before the timing had
-    its current shape (protocol < 4: no host time) are read with what they have."""
+    """Per-regime timing of a stored GateResult (as JSON)."""
     for stage in gate.get("stages", []):
         if stage.get("stage") == Stage.PROFILE.value:
-            rows = (stage.get("numbers") or {}).get("regimes") or {}
-            out = {}
-            for name, row in rows.items():
-                if "host_ms" not in row:  # an old row: do_bench medians, host-inclusive
-                    ms = row["kernel_ms"]
-                    p20, p80 = row.get("kernel_p20_ms", ms), row.get("kernel_p80_ms", ms)
-                    row = {**row, "basis": "old", "host_ms": ms, "host_p20_ms": p20, "host_p80_ms": p80,
-                           "kernel_p20_ms": p20, "kernel_p80_ms": p80}  # fmt: skip
-                out[name] = ProfileRow.model_validate(row)
-            return out
+            return _rows((stage.get("numbers") or {}).get("regimes") or {})
     return {}
+
+
+def _rows(rows: dict[str, dict[str, Any]]) -> dict[str, ProfileRow]:
+    """Rows from before the timing had its current shape (protocol < 4: no host time) are read
+    with what they have, as basis "old"."""
+    out = {}
+    for name, row in rows.items():
+        if "host_ms" not in row:  # an old row: do_bench medians, host-inclusive
+            ms = row["kernel_ms"]
+            p20, p80 = row.get("kernel_p20_ms", ms), row.get("kernel_p80_ms", ms)
+            row = {**row, "basis": "old", "host_ms": ms, "host_p20_ms": p20, "host_p80_ms": p80,
+                   "kernel_p20_ms": p20, "kernel_p80_ms": p80}  # fmt: skip
+        out[name] = ProfileRow.model_validate(row)
+    return out

@@ -191,15 +191,24 @@ def run_gate(
                        (cache_dir or default_cache_dir()) if config.cache else None)  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    result = result.model_copy(update={"cache_key": key, "seconds": time.perf_counter() - t0})
+    result = result.model_copy(update={"cache_key": key, "seconds": time.perf_counter() - t0,
+                                       "candidate_sha": source_sha(candidate_src),
+                                       "base_sha": source_sha(base_src) if req.base and base_src else None})  # fmt: skip
     # Not cached: a timeout (it may be the machine's load) and a problem fault (not a verdict).
     if cache is not None and not result.timed_out and result.fault is not Fault.PROBLEM:
         cache.put(key, result)
     return result
 
 
+def source_sha(source: str) -> str:
+    """What a verdict says it checked (GateResult.candidate_sha, .base_sha)."""
+    import hashlib
+
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
 # Bumped when the checks change, so verdicts of older checks are not served.
-GATE_PROTOCOL = 7  # 5: the reference also evaluated in float64 (RefCase.float64); 6: --set rebinds the assignment, derived globals follow; 7: kernel errors name the candidate's line
+GATE_PROTOCOL = 8  # 5: the reference also evaluated in float64 (RefCase.float64); 6: --set rebinds the assignment, derived globals follow; 7: kernel errors name the candidate's line; 8: verdicts carry candidate_sha and base_sha
 
 
 def result_json(result: GateResult) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from klineage.lineage.walk import kernel_ms
+from klineage.metrics import inverse, speedups
 from klineage.store import Store
 from klineage.store.db import LineageRow, StoreError
 
@@ -73,8 +73,8 @@ def load_view(store: Store, lid: str) -> LineageView:
         parent = by_id.get(a.parent_id)
         speed: dict[str, float] = {}
         if a.accepted and a.gate is not None and parent is not None:
-            p, c = kernel_ms(parent.gate), kernel_ms(a.gate)
-            speed = {r: c[r] / p[r] for r in p if r in c and p[r] > 0}
+            # child / parent time: the child was timed beside its parent (metrics.speedups).
+            speed = {r: inverse(x).value for r, x in speedups(parent.gate, a.gate).items()}
         steps.append(
             StepView(
                 step=a.step,
