@@ -38,7 +38,9 @@ def _regime(nbytes: int = 64 << 20, **extra: Any) -> Any:
 def test_input_sets_cover_several_times_the_l2_within_their_caps() -> None:
     x = torch.zeros(1 << 20)  # 4 MiB
     sets = input_sets([x, 3], l2_bytes=60 << 20)
-    assert len(sets) == 32 or len(sets) == MAX_SETS  # 3 x 60 MiB / 4 MiB = 45, capped
+    assert len(sets) == MAX_SETS  # 3 x 60 MiB / 4 MiB = 45, capped at MAX_SETS (32)
+    mid = torch.zeros(16 << 20, dtype=torch.uint8)  # 16 MiB: ceil(180 / 16) = 12, under the cap
+    assert len(input_sets([mid], l2_bytes=60 << 20)) == 12
     assert all(s[1] == 3 for s in sets) and sets[0][0] is x and sets[1][0] is not x
     big = torch.zeros(64 << 20, dtype=torch.uint8)
     assert len(input_sets([big], l2_bytes=60 << 20)) == 3

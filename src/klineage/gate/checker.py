@@ -181,6 +181,15 @@ class Checker:
             numbers={"launches": reply.launches, "autotune_configs": self.seen.passes},
         ), reply  # fmt: skip
 
+    def _guarded(
+        self, regime: RefRegime, case: RefCase, c: int, passes: int, reply: CallReply
+    ) -> RegimeOutcome:
+        """The regime fails for what a runtime guard saw on this call (and the verdict says so)."""
+        self.seen.violation = f"{case.label}: " + "; ".join(reply.violations)
+        return self._fail(
+            regime, case, c, passes, reply, f"runtime guard: {'; '.join(reply.violations)}"
+        )
+
     def where(self, reply: CallReply) -> str:
         """'candidate.py:15: ' where the candidate's error was raised in its own file."""
         return f"{Path(self.req.candidate).name}:{reply.line}: " if reply.line else ""
@@ -215,15 +224,7 @@ class Checker:
                         )
                         break
                     if reply.violations:
-                        self.seen.violation = f"{case.label}: " + "; ".join(reply.violations)
-                        return self._fail(
-                            regime,
-                            case,
-                            c,
-                            passes,
-                            reply,
-                            f"runtime guard: {'; '.join(reply.violations)}",
-                        )
+                        return self._guarded(regime, case, c, passes, reply)
                     if reply.fatal:
                         self.seen.fatal = reply.error
                     return self._fail(
@@ -236,15 +237,7 @@ class Checker:
                     )
                 kernels.update(reply.kernels)
                 if reply.violations:
-                    self.seen.violation = f"{case.label}: " + "; ".join(reply.violations)
-                    return self._fail(
-                        regime,
-                        case,
-                        c,
-                        passes,
-                        reply,
-                        f"runtime guard: {'; '.join(reply.violations)}",
-                    )
+                    return self._guarded(regime, case, c, passes, reply)
                 if reply.mutated is not None:
                     return self._fail(
                         regime,

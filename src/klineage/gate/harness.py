@@ -719,7 +719,7 @@ class Harness:
             model = self.model(regime, cmd["init"])
             values = [v.to(self.device) if isinstance(v, torch.Tensor) else v
                       for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]]  # fmt: skip
-            timer = DEVTIME.Timer(lambda *a: model(*a), values)
+            timer = DEVTIME.Timer(model, values)
             self.timers[regime] = timer
         n = int(cmd["samples"])
         return {"id": cmd["id"], "ok": True, "device": timer.device_samples(n),

@@ -17,7 +17,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from klineage.gate.records import NOISE_FLOOR, ProfileRow, RegimeOutcome, Stage, StageResult, Status
+from klineage.gate.records import (
+    ProfileRow,
+    RegimeOutcome,
+    Stage,
+    StageResult,
+    Status,
+    within_noise,
+)
 from klineage.gate.request import GateRequest
 
 
@@ -194,9 +201,7 @@ def regime_row(regime: Any, mine: _Timed, theirs: _Timed | None, base_error: str
                 min(ratios),
                 max(ratios),
             )
-            row["within_noise"] = (
-                row["ratio_lo"] <= 1.0 <= row["ratio_hi"] or abs(row["ratio"] - 1.0) < NOISE_FLOOR
-            )
+            row["within_noise"] = within_noise(row["ratio"], row["ratio_lo"], row["ratio_hi"])
     row["floor_ms"], row["floor_kind"] = floor_from(regime.nbytes, regime.flops, cfg)
     row["peak_floor_ms"] = floor_from(regime.nbytes, regime.flops, cfg, peak=True)[0]
     row["pct_of_floor"] = 100.0 * row["floor_ms"] / k50

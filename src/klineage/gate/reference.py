@@ -384,12 +384,12 @@ def _time_reference(
 
     row: dict[str, Any] = {}
     with torch.no_grad(), problem.regime_globals(regime):
-        row.update(bench(lambda *a: model(*a), "eager"))
+        row.update(bench(model, "eager"))
         if cfg.profile_compile:
             try:
                 compiled = torch.compile(model)
                 compiled(*inputs)
-                row.update(bench(lambda *a: compiled(*a), "compile"))
+                row.update(bench(compiled, "compile"))
             except Exception as e:  # a fact about the baseline, not the candidate
                 row["compile_error"] = (
                     f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

@@ -16,7 +16,8 @@ from typing import Any
 
 from klineage.config import GateConfig, default_cache_dir
 from klineage.errors import LoadError, UsageError
-from klineage.gate import GateResult, Stage, run_gate
+from klineage.gate import GateResult, run_gate
+from klineage.gate.records import profile_rows
 from klineage.metrics import speedups, timed_geomean
 from klineage.problem.loader import check_overrides, read_source
 from klineage.rewrite import RewritePass, Site, all_passes
@@ -82,14 +83,8 @@ def candidate_file(source: str) -> Path:
 
 
 def kernel_ms(gate: dict[str, Any]) -> dict[str, float]:
-    """Per-regime kernel time from a stored GateResult (empty when not measured)."""
-    for stage in gate.get("stages", []):
-        if stage["stage"] == Stage.PROFILE.value:
-            return {
-                r: row["kernel_ms"]
-                for r, row in (stage.get("numbers", {}).get("regimes", {}) or {}).items()
-            }
-    return {}
+    """Per-regime decision time from a stored GateResult (empty when not measured)."""
+    return {r: row.kernel_ms for r, row in profile_rows(gate).items()}
 
 
 def slowdown(parent_gate: dict[str, Any], child_gate: dict[str, Any]) -> float | None:

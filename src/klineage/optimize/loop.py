@@ -30,6 +30,7 @@ from typing import Any
 from klineage.config import GateConfig
 from klineage.errors import KLineageError, LoadError, UsageError
 from klineage.gate import GateResult, run_gate
+from klineage.gate.records import profile_rows
 from klineage.lineage.walk import candidate_file, sha
 from klineage.llm.base import LLMBackend
 from klineage.metrics import Speedup, geomean, speedups, timed_geomean
@@ -253,8 +254,7 @@ class Optimizer:
         # "Suspiciously fast" for a candidate: more than max_speedup_vs_reference (10x) faster
         # than the start, when the start itself is already faster than eager.
         s0 = max(
-            (r.get("speedup_vs_eager") or 1.0 for r in _profile_rows(start_gate).values()),
-            default=1.0,
+            (r.speedup_vs_eager or 1.0 for r in profile_rows(start_gate).values()), default=1.0
         )
         limit = max(self.config.max_speedup_vs_reference, self.config.max_speedup_vs_reference * s0)
         self.config = self.config.model_copy(update={"max_speedup_vs_reference": limit})
@@ -436,20 +436,21 @@ class Optimizer:
 
     def summary(self, st: State, reason: str) -> dict[str, Any]:
         trials = self.store.trials(self.run_id)
-        start_rows = _profile_rows(self.start_gate)
-        best_rows = _profile_rows(st.best_gate)
-        per_regime = {}
+        start_rows = profile_rows(self.start_gate)
+        best_rows = profile_rows(st.best_gate)
+        per_regime: dict[str, dict[str, Any]] = {}
+        # Start and best were timed in different gate calls: medians of the two, with their range.
         overall = speedup(self.start_gate, st.best_gate, self.timed)
         for r in self.timed:
-            a, b = start_rows.get(r, {}), best_rows.get(r, {})
-            if a.get("kernel_ms") and b.get("kernel_ms"):
+            a, b = start_rows.get(r), best_rows.get(r)
+            if a is not None and b is not None and a.kernel_ms and b.kernel_ms:
                 per_regime[r] = {
-                    "start_ms": a["kernel_ms"], "best_ms": b["kernel_ms"], "speedup": a["kernel_ms"] / b["kernel_ms"],
+                    "start_ms": a.kernel_ms, "best_ms": b.kernel_ms, "speedup": a.kernel_ms / b.kernel_ms,
                     "launch_bound": bool(r in overall and overall[r].launch_bound),
                     "status": overall[r].status if r in overall else "not measured",
-                    "vs_eager": a["eager_ms"] / b["kernel_ms"] if a.get("eager_ms") else None,
-                    "vs_compile": a["compile_ms"] / b["kernel_ms"] if a.get("compile_ms") else None,
-                    "pct_of_floor": 100.0 * b["floor_ms"] / b["kernel_ms"] if b.get("floor_ms") else None,
+                    "vs_eager": a.eager_ms / b.kernel_ms if a.eager_ms else None,
+                    "vs_compile": a.compile_ms / b.kernel_ms if a.compile_ms else None,
+                    "pct_of_floor": 100.0 * b.floor_ms / b.kernel_ms if b.floor_ms else None,
                 }  # fmt: skip
         measured = bool(per_regime)
         applied = [t for t in trials if t.kept]
@@ -470,13 +471,6 @@ class Optimizer:
 def _predicted_total(applied: list[TrialRow]) -> float | None:
     xs = [t.predicted for t in applied if t.predicted]
     return math.prod(xs) if xs else None
-
-
-def _profile_rows(gate: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    for stage in gate.get("stages", []):
-        if stage["stage"] == "profile":
-            return stage.get("numbers", {}).get("regimes", {}) or {}
-    return {}
 
 
 def optimize(

@@ -105,10 +105,6 @@ def _td_times(x: object) -> str:
     return f'<td class="num {_cls(x)}">{_times(x)}</td>'
 
 
-def _geomean(xs: Iterable[float]) -> float | None:
-    return geomean(xs)
-
-
 def _mean(xs: Iterable[float]) -> float | None:
     vals = list(xs)
     return sum(vals) / len(vals) if vals else None
@@ -180,7 +176,7 @@ def _best_at(points: Sequence[tuple[float, float]], k: float) -> float:
 def _anytime(rows: list[dict[str, Any]], budget: int) -> list[float]:
     """Geomean over the rows of the best speedup so far, at 0..budget gate calls."""
     curves = [_curve(r) for r in rows]
-    return [_geomean(_best_at(c, k) for c in curves) or 1.0 for k in range(budget + 1)]
+    return [geomean(_best_at(c, k) for c in curves) or 1.0 for k in range(budget + 1)]
 
 
 @dataclass
@@ -330,10 +326,10 @@ def _summary_of(bench: dict[str, Any], policy: str) -> tuple[dict[str, Any], boo
     return {
         "problems": len({r.get("problem") for r in rows}),
         "success_rate": _mean(1.0 if r.get("success") else 0.0 for r in rows),
-        "geomean_speedup": _geomean(vals("speedup")),
-        "geomean_vs_eager": _geomean(vals("vs_eager")),
-        "geomean_vs_compile": _geomean(vals("vs_compile")),
-        "geomean_fraction_of_expert": _geomean(vals("fraction_of_expert")),
+        "geomean_speedup": geomean(vals("speedup")),
+        "geomean_vs_eager": geomean(vals("vs_eager")),
+        "geomean_vs_compile": geomean(vals("vs_compile")),
+        "geomean_fraction_of_expert": geomean(vals("fraction_of_expert")),
         "mean_calls_to_95": _mean(vals("calls_to_95")),
     }, True
 

@@ -74,19 +74,13 @@ class Effect(BaseModel):
     context: str = "lineage"
     # How the number was obtained (klineage/metrics.py): "measured" (clears its spread, not
     # launch-bound), "within noise", "launch-bound", or "old timing" (host-inclusive do_bench of
-    # separate gate calls, before side-by-side device timing: never evidence).
+    # separate gate calls, before side-by-side device timing: never evidence). What counts as
+    # evidence is decided in one place: skills/extract.py `pays`.
     status: str = "old timing"
     lo: float | None = None  # the speedup's range: per-round side-by-side ratios, or p20/p80
     hi: float | None = None
     side_by_side: bool = False
     basis: str | None = None  # "device" (CUDA-graph replay) or "host" (eager launches)
-
-    @property
-    def evidence(self) -> bool:
-        """Counts towards a learned condition."""
-        return (
-            self.status == "measured" and self.speedup is not None and self.exercised is not False
-        )
 
 
 class FailureAvoided(BaseModel):

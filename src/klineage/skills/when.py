@@ -46,26 +46,25 @@ def when(skill: Skill) -> str:
     yes = [e for e in skill.effects if pays(e) is True]
     no = [e for e in skill.effects if pays(e) is False]
     gpus = sorted({(e.gpu or "?").removeprefix("NVIDIA ") for e in yes + no})
-    yes_at = {regime_label(skill, e) for e in yes}
-    no_at = {regime_label(skill, e) for e in no}
-    mixed = yes_at & no_at
+    label = {id(e): regime_label(skill, e) for e in yes + no}
+    mixed = {label[id(e)] for e in yes} & {label[id(e)] for e in no}
+
+    def listed(effects: list[Effect]) -> str:
+        return _listed([label[id(e)] for e in effects])
+
     parts: list[str] = []
-    pay_only = [e for e in yes if regime_label(skill, e) not in mixed]
+    pay_only = [e for e in yes if label[id(e)] not in mixed]
     if pay_only:
-        parts.append(
-            f"pays {_range(pay_only)} on {_listed([regime_label(skill, e) for e in pay_only])}"
-        )
-    not_yes = [e for e in no if regime_label(skill, e) not in mixed]
+        parts.append(f"pays {_range(pay_only)} on {listed(pay_only)}")
+    not_yes = [e for e in no if label[id(e)] not in mixed]
     costs = [e for e in not_yes if e.status == "measured" and (e.speedup or 1.0) * PAYS_OFF <= 1.0]
     flat = [e for e in not_yes if e not in costs]
     if flat:
-        parts.append(f"no gain on {_listed([regime_label(skill, e) for e in flat])}")
+        parts.append(f"no gain on {listed(flat)}")
     if costs:
-        parts.append(
-            f"slower ({_range(costs)}) on {_listed([regime_label(skill, e) for e in costs])}"
-        )
+        parts.append(f"slower ({_range(costs)}) on {listed(costs)}")
     if mixed:
-        both = [e for e in yes + no if regime_label(skill, e) in mixed]
+        both = [e for e in yes + no if label[id(e)] in mixed]
         parts.append(f"mixed on {_listed(sorted(mixed))} ({_range(both)} across lineages)")
     rules = sorted({c.predicate.removeprefix("pays off ") for c in skill.conditions
                     if c.kind == "measured" and c.feature and c.threshold is not None})  # fmt: skip
