@@ -308,7 +308,7 @@ def _base_side(req: GateRequest, workdir: Path, inputs: Path) -> tuple[Any, Any,
     if bad is not None:
         harness.close()
         return None, None, bad.message.splitlines()[0]
-    return harness, Side(harness, inputs, "base"), None
+    return harness, Side(harness, inputs), None
 
 
 def _profile_and_replay(req: GateRequest, manifest: RefManifest, checker: Checker,
@@ -327,7 +327,7 @@ def _profile_and_replay(req: GateRequest, manifest: RefManifest, checker: Checke
             return
     if base is not None:  # the base's clock runs from its first timing, not from its load
         base.harness.clock.start = time.monotonic()
-    profiled = profile_stage(req, verified, Side(checker.harness, inputs, "candidate"), event,
+    profiled = profile_stage(req, verified, Side(checker.harness, inputs), event,
                              base=base, launch_ms=manifest.launch_ms)  # fmt: skip
     if why_not:
         note = f"; base {req.base} not timed: {why_not}"

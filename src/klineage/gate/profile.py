@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from klineage.gate.devtime import quantiles
 from klineage.gate.records import (
     ProfileRow,
     RegimeOutcome,
@@ -84,8 +85,8 @@ def spin_up_gpu(ms: float, device: str = "cuda") -> int:
 class Side:
     """A process that times a loaded ModelNew: the candidate's harness, or the base's."""
 
-    def __init__(self, harness: Any, inputs: Any, name: str) -> None:
-        self.harness, self.inputs, self.name = harness, inputs, name
+    def __init__(self, harness: Any, inputs: Any) -> None:
+        self.harness, self.inputs = harness, inputs
 
     def time(self, regime: Any, samples: int) -> Any:
         from klineage.gate.protocol import TimeReply
@@ -101,12 +102,6 @@ def _median(xs: list[float]) -> float:
     import statistics
 
     return float(statistics.median(xs))
-
-
-def _q(xs: list[float]) -> tuple[float, float, float]:
-    from klineage.gate.devtime import quantiles
-
-    return quantiles(xs)
 
 
 class _Timed:
@@ -179,8 +174,8 @@ def regime_row(regime: Any, mine: _Timed, theirs: _Timed | None, base_error: str
     basis = "device" if cfg.time_basis == "device" and mine.has_device() else "host"
     if theirs is not None and basis == "device" and not theirs.has_device():
         basis = "host"  # a ratio compares like with like
-    k20, k50, k80 = _q(mine.flat(basis))
-    h20, h50, h80 = _q(mine.flat("host"))
+    k20, k50, k80 = quantiles(mine.flat(basis))
+    h20, h50, h80 = quantiles(mine.flat("host"))
     per_round = mine.rounds(basis)
     row: dict[str, Any] = {
         "kernel_ms": k50, "kernel_p20_ms": k20, "kernel_p80_ms": k80, "basis": basis,
@@ -190,7 +185,9 @@ def regime_row(regime: Any, mine: _Timed, theirs: _Timed | None, base_error: str
         "autotune": mine.picked, "launch_ms": launch_ms, "base_error": base_error,
     }  # fmt: skip
     if mine.has_device():
-        row["device_p20_ms"], row["device_ms"], row["device_p80_ms"] = _q(mine.flat("device"))
+        row["device_p20_ms"], row["device_ms"], row["device_p80_ms"] = quantiles(
+            mine.flat("device")
+        )
     if theirs is not None:
         theirs_rounds = theirs.rounds(basis)
         ratios = [b / c for b, c in zip(theirs_rounds, per_round, strict=False) if c > 0]
