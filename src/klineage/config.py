@@ -72,6 +72,9 @@ class GateConfig(BaseModel):
     # (A B B A ...); each round takes this many samples of about 1 ms of calls each.
     timing_rounds: int = Field(default=5, ge=2, le=20)
     timing_samples: int = Field(default=3, ge=1, le=20)
+    # A candidate's autotune table is a config space: each config (at most this many) is timed
+    # once per regime, and the fastest is timed side by side (gate/profile.py: sweep).
+    configs_per_call: int = Field(default=16, ge=1, le=256)
     # What decisions use: "device" (CUDA-graph replay, the kernels alone) or "host" (eager
     # launches: what a Python caller pays, launch path included). Both are always recorded.
     time_basis: Literal["device", "host"] = "device"
@@ -105,6 +108,7 @@ class GateConfig(BaseModel):
             matmul_flops_per_s=_env_float("KLINEAGE_MATMUL_FLOPS_PER_S", H200_BF16_FLOPS_PER_S),
             cache=os.environ.get("KLINEAGE_NO_CACHE", "") in ("", "0"),
             time_basis="host" if os.environ.get("KLINEAGE_TIME") == "host" else "device",
+            configs_per_call=int(_env_float("KLINEAGE_CONFIGS_PER_CALL", 16)),
         )
 
     def tolerance_for(self, dtype: str) -> float:

@@ -23,7 +23,8 @@ def _timed(
         h = host[i] if host else [x * 3 for x in d]
         t.add(
             SimpleNamespace(
-                device=d, host=h, capture_error=capture, sets=4, picked={"k": "BLOCK=64"}
+                device=d, host=h, capture_error=capture, sets=4, picked={"k": "BLOCK=64"},
+                forced={},
             )
         )
     return t
@@ -163,3 +164,42 @@ def test_a_full_disk_is_the_machines_fault_not_the_problems(
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 << 30, 10 << 30, 90 << 30))
     assert drive.machine_fault(tmp_path, "NameError: x") is None
     assert drive.machine_fault(tmp_path, "OSError: [Errno 28] No space left on device") is not None
+
+
+class _TableHarness:
+    """A harness whose autotune table's config k takes TIMES[k] ms (None: cannot run here)."""
+
+    TIMES = [0.040, 0.010, None, 0.020]
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[Any, bool]] = []
+
+    def request(self, cmd: dict[str, Any], reply_type: Any) -> Any:
+        k = cmd["force_config"]
+        self.asked.append((k, cmd["keep"]))
+        ms = self.TIMES[k] if k is not None else 0.015
+        if ms is None:
+            return reply_type(id=1, ok=False, error="OutOfResources: shared memory")
+        forced = {} if k is None else {"kern": f"BLOCK={64 << k}"}
+        return reply_type(id=1, ok=True, device=[ms] * cmd["samples"], host=[3 * ms] * cmd["samples"],
+                          forced=forced)  # fmt: skip
+
+
+def test_a_config_sweep_times_each_config_once_and_the_rounds_run_the_fastest() -> None:
+    from klineage.gate.profile import Side, sweep, time_regime
+
+    harness = _TableHarness()
+    cand = Side(harness, __import__("pathlib").Path("/nonexistent"))
+    regime = _regime(init="init.pt", cases=[SimpleNamespace(inputs="in.pt")])
+    cfg = GateConfig(configs_per_call=3)  # the table has 4: only 3 are timed
+    curve = sweep(regime, cand, 4, cfg)
+    assert [c.index for c in curve] == [0, 1, 2]
+    assert curve[1].ms == pytest.approx(0.010) and curve[1].config == "BLOCK=128"
+    assert curve[2].ms is None and "OutOfResources" in (curve[2].error or "")
+    assert all(keep is False for _, keep in harness.asked)  # sweep timers are dropped
+    mine, _, _ = time_regime(regime, cand, None, cfg)
+    assert harness.asked[3:] == [(1, True)] * cfg.timing_rounds  # the rounds run config 1
+    row = regime_row(regime, mine, None, None, cfg, launch_ms=0.0005)
+    row = row.model_copy(update={"configs": curve, "config_index": 1, "configs_in_table": 4})
+    assert row.autotune == {"kern": "BLOCK=128"}
+    assert "config 2 of 3 timed (4 in the table) fastest: BLOCK=128" in describe(row)

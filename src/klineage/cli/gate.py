@@ -180,6 +180,15 @@ def gate(
             "alone) or host (eager launches, what a Python caller pays). Both are recorded.",
         ),
     ] = "device",
+    configs_per_call: Annotated[
+        int,
+        typer.Option(
+            "--configs-per-call",
+            help="A candidate with an @triton.autotune table is a config space: every config "
+            "is checked for correctness, and on cuda the first N are each timed per regime "
+            "(the fastest then side by side). Env KLINEAGE_CONFIGS_PER_CALL.",
+        ),
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Check a candidate kernel against a problem: load, static guards, compile, runtime guards,
@@ -208,6 +217,7 @@ def gate(
                 "allow_suspicious": allow_suspicious,
                 "cache": env_config.cache and not no_cache,
                 "time_basis": time_basis,
+                "configs_per_call": configs_per_call or env_config.configs_per_call,
             }
         )
         config = GateConfig.model_validate({**config.model_dump(), "tolerances": tolerances})

@@ -71,11 +71,20 @@ def short(e: BaseException) -> str:
 class Timer:
     """Times fn(*inputs) on the current CUDA device; see the module docstring."""
 
-    def __init__(self, fn: Callable[..., Any], inputs: list[Any], *, warmup: int = 3) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        inputs: list[Any],
+        *,
+        warmup: int = 3,
+        sets: list[list[Any]] | None = None,
+    ) -> None:
+        """sets: input sets built by input_sets() for an earlier Timer of the same inputs
+        (timers of several configs share them); built from inputs when not given."""
         import torch
 
         self.fn = fn
-        self.sets = input_sets(inputs, l2_bytes())
+        self.sets = sets if sets is not None else input_sets(inputs, l2_bytes())
         self.graph: Any = None
         self.capture_error: str | None = None
         self._outs: list[Any] = []

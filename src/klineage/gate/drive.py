@@ -328,7 +328,7 @@ def _profile_and_replay(req: GateRequest, manifest: RefManifest, checker: Checke
     if base is not None:  # the base's clock runs from its first timing, not from its load
         base.harness.clock.start = time.monotonic()
     profiled = profile_stage(req, verified, Side(checker.harness, inputs), event,
-                             base=base, launch_ms=manifest.launch_ms)  # fmt: skip
+                             base=base, launch_ms=manifest.launch_ms, table=checker.seen.passes)  # fmt: skip
     if why_not:
         note = f"; base {req.base} not timed: {why_not}"
         profiled = profiled.model_copy(update={"message": profiled.message + note})

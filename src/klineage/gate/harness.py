@@ -431,6 +431,7 @@ class Harness:
         self.buffers: dict[str, list[Any]] = {}
         self.graphs: dict[str, Any] = {}
         self.timers: dict[str, Any] = {}
+        self.input_sets: dict[str, list[Any]] = {}  # regime -> devtime input sets
         self.monitors: tuple[Any, Any] | None = None
 
     def send(self, obj: dict[str, Any]) -> None:
@@ -710,21 +711,33 @@ class Harness:
     def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """One round of timing on a regime (gate/devtime.py): device samples by graph replay,
         host samples by eager launches. The timer (input sets, captured graph) is built on the
-        first round and kept, so later rounds are comparable."""
+        first round and kept, so later rounds are comparable. With force_config, every
+        autotuned kernel runs that config of its table (the gate's config sweep); the input
+        sets of a regime are shared by its configs, and a timer asked with keep=false is
+        dropped after its samples (a sweep times each config once)."""
         import torch
 
-        regime = cmd["regime"]
-        timer = self.timers.get(regime)
-        if timer is None:
-            model = self.model(regime, cmd["init"])
-            values = [v.to(self.device) if isinstance(v, torch.Tensor) else v
-                      for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]]  # fmt: skip
-            timer = DEVTIME.Timer(model, values)
-            self.timers[regime] = timer
-        n = int(cmd["samples"])
-        return {"id": cmd["id"], "ok": True, "device": timer.device_samples(n),
-                "host": timer.host_samples(n), "capture_error": timer.capture_error,
-                "sets": timer.calls, "picked": dict(STATE.picked)}  # fmt: skip
+        regime, force = cmd["regime"], cmd.get("force_config")
+        key = regime if force is None else f"{regime}#{force}"
+        STATE.force_config = force
+        try:
+            timer = self.timers.get(key)
+            if timer is None:
+                sets = self.input_sets.get(regime)
+                if sets is None:
+                    values = [v.to(self.device) if isinstance(v, torch.Tensor) else v
+                              for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]]  # fmt: skip
+                    sets = self.input_sets[regime] = DEVTIME.input_sets(values, DEVTIME.l2_bytes())
+                timer = DEVTIME.Timer(self.model(regime, cmd["init"]), sets[0], sets=sets)
+                if cmd.get("keep", True):
+                    self.timers[key] = timer
+            n = int(cmd["samples"])
+            device, host = timer.device_samples(n), timer.host_samples(n)
+        finally:
+            STATE.force_config = None
+        return {"id": cmd["id"], "ok": True, "device": device, "host": host,
+                "capture_error": timer.capture_error, "sets": timer.calls,
+                "picked": dict(STATE.picked), "forced": dict(STATE.forced)}  # fmt: skip
 
     def dispatch(self, cmd: dict[str, Any]) -> dict[str, Any] | None:
         op = cmd.get("op")

@@ -19,6 +19,7 @@ from typing import Any
 
 from klineage.gate.devtime import quantiles
 from klineage.gate.records import (
+    ConfigTime,
     ProfileRow,
     RegimeOutcome,
     Stage,
@@ -87,13 +88,19 @@ class Side:
 
     def __init__(self, harness: Any, inputs: Any) -> None:
         self.harness, self.inputs = harness, inputs
+        self.force: dict[str, int] = {}  # regime -> the config its rounds run (after a sweep)
 
-    def time(self, regime: Any, samples: int) -> Any:
+    def time(
+        self, regime: Any, samples: int, *, force: int | None = None, keep: bool = True
+    ) -> Any:
         from klineage.gate.protocol import TimeReply
 
+        if force is None:
+            force = self.force.get(regime.name)
         return self.harness.request(
             {"op": "time", "regime": regime.name, "init": str(self.inputs / regime.init),
-             "inputs": str(self.inputs / regime.cases[0].inputs), "samples": samples},
+             "inputs": str(self.inputs / regime.cases[0].inputs), "samples": samples,
+             "force_config": force, "keep": keep},
             TimeReply,
         )  # fmt: skip
 
@@ -119,7 +126,7 @@ class _Timed:
         self.host.append(list(reply.host))
         self.capture_error = reply.capture_error
         self.sets = reply.sets
-        self.picked = dict(reply.picked)
+        self.picked = dict(reply.forced or reply.picked)  # forced: the sweep's fastest
 
     def has_device(self) -> bool:
         return bool(self.device) and all(self.device)
@@ -166,6 +173,27 @@ def time_regime(
 
 class TimingFailed(Exception):
     pass
+
+
+def sweep(regime: Any, cand: Side, table: int, cfg: Any) -> list[ConfigTime]:
+    """Each config of the candidate's autotune table (the first cfg.configs_per_call) timed
+    once on this regime, forced; the fastest is then the one its side-by-side rounds run.
+    A config that cannot run here (the autotuner would skip it) is recorded with why."""
+    curve: list[ConfigTime] = []
+    for k in range(min(table, cfg.configs_per_call)):
+        reply = cand.time(regime, cfg.timing_samples, force=k, keep=False)
+        if not reply.ok:
+            curve.append(ConfigTime(index=k, error=str(reply.error)[:300]))
+            continue
+        xs = reply.device if cfg.time_basis == "device" and reply.device else reply.host
+        curve.append(ConfigTime(index=k, config="; ".join(sorted(set(reply.forced.values()))),
+                                ms=_median(xs)))  # fmt: skip
+    timed = [c for c in curve if c.ms is not None]
+    if not timed:
+        raise TimingFailed(f"{regime.name}: no config of the autotune table ran: "
+                           + "; ".join(f"{c.index}: {c.error}" for c in curve[:3]))  # fmt: skip
+    cand.force[regime.name] = min(timed, key=lambda c: c.ms or 0.0).index
+    return curve
 
 
 def regime_row(regime: Any, mine: _Timed, theirs: _Timed | None, base_error: str | None,
@@ -248,13 +276,21 @@ def describe(row: ProfileRow) -> str:
         text += f", {row.pct_of_floor:.0f}% of floor"
     if row.launch_bound:
         text += ", launch-bound (not evidence)"
+    if row.configs and row.config_index is not None:
+        best = next(c for c in row.configs if c.index == row.config_index)
+        text += (f"; config {best.index + 1} of {len(row.configs)} timed"
+                 f"{f' ({row.configs_in_table} in the table)' if (row.configs_in_table or 0) > len(row.configs) else ''}"
+                 f" fastest: {best.config}")  # fmt: skip
     return text
 
 
 def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, *,
-                  base: Side | None = None, launch_ms: float | None = None) -> StageResult:  # fmt: skip
+                  base: Side | None = None, launch_ms: float | None = None,
+                  table: int = 1) -> StageResult:  # fmt: skip
     """Time the candidate (beside its base, when given) on each verified regime, beside the
-    reference's eager and torch.compile times, and flag results faster than physics."""
+    reference's eager and torch.compile times, and flag results faster than physics. A
+    candidate whose autotune table has several configs (`table`: the most any of its kernels
+    has) is swept first: each config timed once per regime, the fastest timed side by side."""
     cfg = req.config
     t0 = time.perf_counter()
     rows: dict[str, dict[str, Any]] = {}
@@ -263,10 +299,14 @@ def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, 
     for regime in regimes:
         event("progress", detail=f"profile {regime.name}")
         try:
+            curve = sweep(regime, cand, table, cfg) if table > 1 else []
             mine, theirs, base_error = time_regime(regime, cand, base, cfg)
         except TimingFailed as e:
             return StageResult(stage=Stage.PROFILE, status=Status.FAILED, message=str(e))
         row = regime_row(regime, mine, theirs, base_error, cfg, launch_ms)
+        if curve:
+            row = row.model_copy(update={"configs": curve, "configs_in_table": table,
+                                         "config_index": cand.force.get(regime.name)})  # fmt: skip
         rows[regime.name] = row.model_dump(mode="json", exclude_none=True)
         status, msg = Status.PASSED, describe(row)
         if row.suspicious:

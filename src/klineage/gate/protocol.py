@@ -131,3 +131,4 @@ class TimeReply(_Reply):
     capture_error: str | None = None
     sets: int = 1  # input sets the calls rotate over (together several times the L2)
     picked: dict[str, str] = Field(default_factory=dict)  # autotuned kernel -> config chosen
+    forced: dict[str, str] = Field(default_factory=dict)  # kernel -> config forced (a sweep)

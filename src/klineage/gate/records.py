@@ -92,6 +92,16 @@ def within_noise(ratio: float, lo: float, hi: float) -> bool:
     return lo <= 1.0 <= hi or abs(ratio - 1.0) < NOISE_FLOOR
 
 
+class ConfigTime(BaseModel):
+    """One config of an autotune table timed on one regime by the gate's sweep (gate/profile.py):
+    its index in the table, what it sets, its median time (kernel_ms's basis), or why not."""
+
+    index: int
+    config: str = ""
+    ms: float | None = None
+    error: str | None = None
+
+
 class ProfileRow(BaseModel):
     """One regime's timing (gate/profile.py), in ms per call.
 
@@ -133,6 +143,11 @@ class ProfileRow(BaseModel):
     speedup_vs_compile: float | None = None
     compile_error: str | None = None
     autotune: dict[str, str] = Field(default_factory=dict)  # kernel -> config it picked here
+    # A candidate carrying an autotune table: every config (up to configs_per_call) timed once
+    # here, and the index of the fastest, which the rounds above then timed (forced).
+    configs: list[ConfigTime] = Field(default_factory=list)
+    config_index: int | None = None
+    configs_in_table: int | None = None
     suspicious: list[str] = Field(default_factory=list)
 
 
