@@ -6,7 +6,6 @@ owns the two processes and turns what happens to them into stage results.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 from klineage.errors import MachineError
 from klineage.gate.checker import Checker, Expected, load_candidate
+from klineage.gate.gpulock import GpuLock, LockMode
 from klineage.gate.protocol import RefManifest, RefRegime, RefRequest
 from klineage.gate.records import Fault, GateResult, RegimeOutcome, Stage, StageResult, Status
 from klineage.gate.request import EventCallback, GateRequest, failed, passed
@@ -24,7 +24,6 @@ from klineage.gate.session import (
     Clock,
     Harness,
     ProblemFault,
-    gpu_lock,
     run_reference,
 )
 
@@ -113,10 +112,6 @@ def wait_for_disk(workdir: Path, event: Callable[..., None]) -> float:
     return time.monotonic() - t0
 
 
-def _lock(device: str, clock: Clock) -> contextlib.AbstractContextManager[None]:
-    return gpu_lock(clock) if device == "cuda" else contextlib.nullcontext()
-
-
 def drive(
     req: GateRequest,
     workdir: Path,
@@ -144,15 +139,15 @@ def drive(
     disk_wait = wait_for_disk(workdir, event) if req.device == "cuda" else 0.0
     cases, cases_key = _reference_cases(req, cache_root)
     cached = cases.get(cases_key, workdir / "ref") if cases is not None else None
+    # The problem's time is its own: a slow reference (or torch.compile) is not charged to the
+    # candidate, whose clock starts with its own process. run_reference holds the GPU lock for
+    # the reference process, shared or exclusive as it asks, and adds the waits to ref_clock.
+    ref_clock = Clock(req.config.timeout_s)
     if cached is not None:
         manifest, ref_dir = cached, workdir / "ref"
     else:
         try:
-            # The problem's time is its own: a slow reference (or torch.compile) is not charged
-            # to the candidate, whose clock starts with its own process.
-            ref_clock = Clock(req.config.timeout_s)
-            with _lock(req.device, ref_clock):
-                manifest, ref_dir = run_reference(ref_req, workdir, None, ref_clock)
+            manifest, ref_dir = run_reference(ref_req, workdir, None, ref_clock)
         except ProblemFault as e:
             full = machine_fault(workdir, e.message)
             if full is not None:
@@ -165,6 +160,9 @@ def drive(
     names = [r.name for r in manifest.regimes]
     (workdir / "cand").mkdir()
     clock = Clock(req.config.timeout_s)
+    # The GPU, shared with other gate calls: shared for the candidate's compile stage and each
+    # regime's correctness calls, exclusive only for timing (gate/gpulock.py).
+    lock = GpuLock(clock, active=req.device == "cuda")
     harness = Harness(Path(req.candidate), req.device, workdir / "cand", inputs, clock, None)
     isolation = f"{harness.level}: {harness.description}"
     checker = Checker(req, harness, Expected(private, manifest), inputs)
@@ -183,7 +181,8 @@ def drive(
             base_harness, base, base_why_not = _base_side(req, workdir, inputs)
         running = Stage.COMPILE
         event("start", stage=running.value, detail=names[0])
-        compiled, first = checker.compile(manifest.regimes[0])
+        with lock.held(LockMode.SHARED):
+            compiled, first = checker.compile(manifest.regimes[0])
         stages[compiled.stage] = compiled
         if first is None:
             if checker.seen.violation:
@@ -199,15 +198,17 @@ def drive(
         )
         running = Stage.CORRECTNESS
         event("start", stage=running.value)
-        with _lock(req.device, clock):
-            _correctness(req, manifest, checker, stages, event)
-            if (
-                stages[Stage.CORRECTNESS].status is Status.PASSED
-                and req.device == "cuda"
-                and not checker.seen.fatal
-            ):
-                running = Stage.PROFILE
-                event("start", stage=running.value)
+        _correctness(req, manifest, checker, stages, event, lock)
+        if (
+            stages[Stage.CORRECTNESS].status is Status.PASSED
+            and req.device == "cuda"
+            and not checker.seen.fatal
+        ):
+            running = Stage.PROFILE
+            event("start", stage=running.value)
+            # Exclusive from the device-kernel listing to the late calls after timing: the
+            # graph-replay check is cheap beside the timing, and re-queueing costs more.
+            with lock.held(LockMode.EXCLUSIVE):
                 _profile_and_replay(
                     req, manifest, checker, stages, event, inputs, base, base_why_not
                 )
@@ -220,6 +221,7 @@ def drive(
             stages.pop(Stage.PROFILE)
             stages[Stage.CORRECTNESS] = failed(Stage.CORRECTNESS, f"after timing: {e}")
     finally:
+        lock.close()
         harness.close()
         if base_harness is not None:
             base_harness.close()
@@ -237,9 +239,8 @@ def drive(
         stages[Stage.PROFILE] = StageResult(stage=Stage.PROFILE, status=Status.NOT_MEASURED,
                                             message="no GPU: timing not measured, and never estimated")  # fmt: skip
     verdict = _done(req, stages, manifest, isolation, checker, assemble)
-    return verdict.model_copy(
-        update={"timed_out": timed_out, "lock_wait_s": clock.waited + disk_wait}
-    )
+    waited = clock.waited + ref_clock.waited + disk_wait
+    return verdict.model_copy(update={"timed_out": timed_out, "lock_wait_s": waited})
 
 
 def _done(req: GateRequest, stages: dict[Stage, StageResult], manifest: RefManifest, isolation: str,
@@ -249,12 +250,18 @@ def _done(req: GateRequest, stages: dict[Stage, StageResult], manifest: RefManif
 
 
 def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
-                 stages: dict[Stage, StageResult], event: Callable[..., None]) -> None:  # fmt: skip
-    t0 = time.perf_counter()
+                 stages: dict[Stage, StageResult], event: Callable[..., None],
+                 lock: GpuLock) -> None:  # fmt: skip
+    """The correctness stage; the GPU lock is taken shared per regime and released between
+    them, so a gate call waiting to time gets in between (a candidate checked under every
+    config of a large autotune table holds a regime for many seconds). The stage's `seconds`
+    leave the lock waits out."""
+    t0, waited0 = time.perf_counter(), lock.clock.waited if lock.clock else 0.0
     outcomes: list[RegimeOutcome] = []
     for regime in manifest.regimes:
         event("progress", detail=f"correctness {regime.name}")
-        outcomes.append(checker.regime(regime))
+        with lock.held(LockMode.SHARED):
+            outcomes.append(checker.regime(regime))
         if checker.seen.fatal:
             break
     verified = [o for o in outcomes if o.status is Status.PASSED]
@@ -263,9 +270,10 @@ def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
     late = None
     if not bad and verified and not checker.seen.fatal:
         event("progress", detail="late calls")
-        late = checker.late_calls(
-            [r for r in manifest.regimes if r.name in {o.regime for o in verified}]
-        )
+        with lock.held(LockMode.SHARED):
+            late = checker.late_calls(
+                [r for r in manifest.regimes if r.name in {o.regime for o in verified}]
+            )
     passes = checker.seen.passes
     if bad:
         status, msg = Status.FAILED, "; ".join(f"{o.regime}: {o.message}" for o in bad)
@@ -287,8 +295,9 @@ def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
     if checker.seen.fatal:
         msg += f"; stopped after a fatal device error: {checker.seen.fatal}"
         status = Status.FAILED
+    waited = (lock.clock.waited if lock.clock else 0.0) - waited0
     stages[Stage.CORRECTNESS] = StageResult(stage=Stage.CORRECTNESS, status=status, message=msg, regimes=outcomes,
-                                            seconds=time.perf_counter() - t0)  # fmt: skip
+                                            seconds=time.perf_counter() - t0 - waited)  # fmt: skip
 
 
 def _base_side(req: GateRequest, workdir: Path, inputs: Path) -> tuple[Any, Any, str | None]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from klineage.errors import LoadError
+from klineage.gate.gpulock import LockByProxy, LockMode
 from klineage.gate.protocol import RefCase, RefError, RefManifest, RefRegime, RefRequest
 from klineage.problem.loader import error_line_in
 
@@ -227,7 +228,12 @@ class _Float64:
         return out
 
 
-def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: int) -> RefRegime:
+def build_regime(
+    problem: Any, req: RefRequest, regime: str, out: Path, index: int
+) -> tuple[RefRegime, _Baselines | None]:
+    """The regime's cases, written to `out`; with `req.time_reference`, also its baselines
+    warmed up (torch.compile compiled) and ready to time. GPU work that does not time: the
+    caller holds the GPU lock shared."""
     import torch
 
     from klineage.config import GateConfig
@@ -326,15 +332,15 @@ def build_regime(problem: Any, req: RefRequest, regime: str, out: Path, index: i
         for v in [*trials[0], *first_out]
         if isinstance(v, torch.Tensor)
     )
-    timing = _time_reference(model, trials[0], problem, regime, cfg) if req.time_reference else {}
-    return RefRegime(
+    baselines = _Baselines(model, trials[0], problem, regime, cfg) if req.time_reference else None
+    built = RefRegime(
         name=regime, init=init_file, cases=cases, dtype=dtypes[0] if dtypes else None,
         tolerance=problem.tolerances.get(dtypes[0]) if dtypes else None,
         bf16_inputs=has_bf16, skipped_variants=skipped, nbytes=nbytes, flops=flops,
         input_shapes=[list(v.shape) if isinstance(v, torch.Tensor) else [] for v in trials[0]],
         input_dtypes=[_dtype_name(v.dtype) if isinstance(v, torch.Tensor) else type(v).__name__ for v in trials[0]],
-        **timing,
     )  # fmt: skip
+    return built, baselines
 
 
 def _case(
@@ -358,75 +364,118 @@ def _case(
     )  # fmt: skip
 
 
-def _time_reference(
-    model: Any, inputs: list[Any], problem: Any, regime: str, cfg: Any
-) -> dict[str, Any]:
-    """Eager PyTorch and torch.compile timed as candidates are (gate/devtime.py)."""
-    import statistics
+class _Baselines:
+    """Eager PyTorch and torch.compile on one regime, timed as candidates are (gate/devtime.py).
 
-    import torch
+    Made (and torch.compile compiled, by one call) under the shared GPU lock; `time()` runs
+    under the exclusive one, right after, before the next regime compiles: a later regime's
+    compile (dynamic shapes) would otherwise change the code an earlier regime's calls reach."""
 
-    from klineage.gate.devtime import Timer
+    def __init__(self, model: Any, inputs: list[Any], problem: Any, regime: str, cfg: Any) -> None:
+        import torch
 
-    rounds = max(1, cfg.timing_rounds) * max(1, cfg.timing_samples)
-
-    def bench(fn: Any, name: str) -> dict[str, Any]:
-        timer = Timer(fn, inputs)
-        device, host = timer.device_samples(rounds), timer.host_samples(rounds)
-        out: dict[str, Any] = {f"{name}_host_ms": float(statistics.median(host))}
-        if device:
-            out[f"{name}_ms"] = float(statistics.median(device))
-        else:
-            out["timing_note"] = (
-                f"{name}: device time not measured (capture failed: {timer.capture_error})"
-            )
-        return out
-
-    row: dict[str, Any] = {}
-    with torch.no_grad(), problem.regime_globals(regime):
-        row.update(bench(model, "eager"))
+        self.model, self.inputs, self.problem, self.regime, self.cfg = (
+            model, inputs, problem, regime, cfg,
+        )  # fmt: skip
+        self.compiled: Any = None
+        self.compile_error: str | None = None
         if cfg.profile_compile:
-            try:
-                compiled = torch.compile(model)
-                compiled(*inputs)
-                row.update(bench(compiled, "compile"))
-            except Exception as e:  # a fact about the baseline, not the candidate
-                row["compile_error"] = (
-                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            with torch.no_grad(), problem.regime_globals(regime):
+                try:
+                    compiled = torch.compile(model)
+                    compiled(*inputs)  # compiles: seconds of CPU, none of it timed
+                    self.compiled = compiled
+                except Exception as e:  # a fact about the baseline, not the candidate
+                    self.compile_error = (
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    )
+
+    def time(self) -> dict[str, Any]:
+        """RefRegime's timing fields."""
+        import statistics
+
+        import torch
+
+        from klineage.gate.devtime import Timer
+
+        rounds = max(1, self.cfg.timing_rounds) * max(1, self.cfg.timing_samples)
+
+        def bench(fn: Any, name: str) -> dict[str, Any]:
+            timer = Timer(fn, self.inputs)
+            device, host = timer.device_samples(rounds), timer.host_samples(rounds)
+            out: dict[str, Any] = {f"{name}_host_ms": float(statistics.median(host))}
+            if device:
+                out[f"{name}_ms"] = float(statistics.median(device))
+            else:
+                out["timing_note"] = (
+                    f"{name}: device time not measured (capture failed: {timer.capture_error})"
                 )
-    return row
+            return out
+
+        row: dict[str, Any] = {}
+        with torch.no_grad(), self.problem.regime_globals(self.regime):
+            row.update(bench(self.model, "eager"))
+            if self.compile_error:
+                row["compile_error"] = self.compile_error
+            elif self.compiled is not None:
+                try:
+                    row.update(bench(self.compiled, "compile"))
+                except Exception as e:
+                    row["compile_error"] = (
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    )
+        return row
 
 
-def run(req: RefRequest, out: Path) -> RefManifest:
+def run(req: RefRequest, out: Path, lock: LockByProxy | None = None) -> RefManifest:
+    """Every regime's cases (and, with `req.time_reference`, its baselines' times). `lock` is
+    the GPU lock the parent holds for us: shared while a regime's cases are made and its
+    torch.compile warms up, exclusive only while it is timed (gate/gpulock.py)."""
     import torch
 
     from klineage.environment import capture_environment
     from klineage.gate.profile import spin_up_gpu
     from klineage.problem import load_problem
 
+    lock = lock or LockByProxy()
     problem = load_problem(Path(req.problem), req.overrides)
     regimes = problem.select_regimes(req.regimes or None, req.device)
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 references are exact fp32
     torch.backends.cudnn.allow_tf32 = False
-    if req.time_reference and req.config.spin_up_ms > 0:
-        spin_up_gpu(req.config.spin_up_ms)
     t0 = time.perf_counter()
-    built = [build_regime(problem, req, r, out, i) for i, r in enumerate(regimes)]
-    env = capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING)
+    built: list[RefRegime] = []
     launch_ms = None
-    if req.time_reference:
-        from klineage.gate.devtime import empty_launch_ms
+    for i, name in enumerate(regimes):
+        with lock.held(LockMode.SHARED):
+            regime, baselines = build_regime(problem, req, name, out, i)
+        if baselines is not None:
+            with lock.held(LockMode.EXCLUSIVE):
+                # Clocks drop while torch.compile compiles on the CPU (an idle H200 reads 345
+                # MHz): every regime's timing starts from a busy GPU, not only the first's.
+                if req.config.spin_up_ms > 0:
+                    spin_up_gpu(req.config.spin_up_ms)
+                regime = regime.model_copy(update=baselines.time())
+                if launch_ms is None:
+                    from klineage.gate.devtime import empty_launch_ms
 
-        launch_ms = empty_launch_ms()
+                    launch_ms = empty_launch_ms()
+            del baselines  # its model, compiled graph and inputs: not held past the regime
+        built.append(regime)
+    env = capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING)
     return RefManifest(regimes=built, environment=env, launch_ms=launch_ms,
                        seconds=time.perf_counter() - t0)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m klineage.gate.reference REQUEST.json OUTDIR", file=sys.stderr)
+    if len(args) not in (2, 4):
+        print(
+            "usage: python -m klineage.gate.reference REQUEST.json OUTDIR [ASK_FD OK_FD]",
+            file=sys.stderr,
+        )
         return 2
+    # On a GPU the parent passes the two ends of its GPU lock channel (gate/gpulock.py).
+    lock = LockByProxy(int(args[2]), int(args[3])) if len(args) == 4 else None
     req = RefRequest.model_validate_json(Path(args[0]).read_text(encoding="utf-8"))
     out = Path(args[1])
     # A --set that contradicts a global computed from another fails inside the problem's code:
@@ -439,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         else ""
     )
     try:
-        manifest = run(req, out)
+        manifest = run(req, out, lock)
     except LoadError as e:
         err = RefError(message=e.render() + ran_with, path=e.path, line=e.line)
         (out / "error.json").write_text(err.model_dump_json(), encoding="utf-8")

@@ -16,7 +16,6 @@ not plain tensors, a process that dies or hangs is a rejection with its reason.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import select
@@ -25,13 +24,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from klineage.gate.gpulock import RELEASE, GpuLock, LockMode
 from klineage.gate.protocol import (
     MAX_REPLY_BYTES,
     RefError,
@@ -58,11 +57,13 @@ class ProblemFault(Exception):
 
 @dataclass
 class Clock:
-    """The candidate's time budget; time spent waiting for the GPU lock is not charged."""
+    """The candidate's time budget; time spent waiting for the GPU lock is not charged.
+    `waited` is every wait, `waited_exclusive` the part of it spent waiting to time."""
 
     timeout_s: float
     start: float = field(default_factory=time.monotonic)
     waited: float = 0.0
+    waited_exclusive: float = 0.0
 
     def left(self) -> float:
         return self.timeout_s - (time.monotonic() - self.start - self.waited)
@@ -122,36 +123,31 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-@contextlib.contextmanager
-def gpu_lock(clock: Clock) -> Iterator[None]:
-    """Hold the GPU alone for correctness and timing (flock on a file named by the visible
-    device, in $KLINEAGE_GPU_LOCK_DIR or /tmp); the wait is not charged to the candidate."""
-    ident = os.environ.get("CUDA_VISIBLE_DEVICES", "all").split(",")[0] or "all"
-    d = Path(os.environ.get("KLINEAGE_GPU_LOCK_DIR", "/tmp"))
-    fd = os.open(d / f"klineage-gpu-{ident.replace('/', '_')}.lock", os.O_CREAT | os.O_RDWR, 0o666)
-    t0 = time.monotonic()
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        clock.waited += time.monotonic() - t0
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
 # -- the reference process ------------------------------------------------------------------------
 
 
 def run_reference(
     req: RefRequest, workdir: Path, isolation: IsolationLevel | None, clock: Clock
 ) -> tuple[RefManifest, Path]:
-    """Inputs and expected outputs of every case; raises ProblemFault naming the problem file."""
+    """Inputs and expected outputs of every case; raises ProblemFault naming the problem file.
+
+    On a GPU the reference process asks for the GPU lock over a pipe (gpulock.LockByProxy) and
+    this process holds it for it: shared while it builds cases and warms torch.compile up,
+    exclusive only while it times. The lock's files never reach the sandbox, the wait is added
+    to `clock.waited` and not charged, and the lock is released when the process ends, however."""
     out = workdir / "ref"
     out.mkdir()
     req_path = workdir / "ref-request.json"
     req_path.write_text(req.model_dump_json(), encoding="utf-8")
     log = workdir / "ref.log"
+    argv = [sys.executable, "-m", "klineage.gate.reference", str(req_path), str(out)]
+    cuda = req.device == "cuda"
+    # The child's ends: it asks on ask_w and reads "ok" from ok_r; ours are ask_r and ok_w.
+    (ask_r, ask_w), (ok_r, ok_w) = (os.pipe(), os.pipe()) if cuda else ((-1, -1), (-1, -1))
+    if cuda:
+        argv += [str(ask_w), str(ok_r)]
     spec = sandbox_command(
-        [sys.executable, "-m", "klineage.gate.reference", str(req_path), str(out)],
+        argv,
         workdir=workdir / "ref-sandbox",
         readonly=[*_python_path(), Path(req.problem).parent, req_path],
         writable=[out],
@@ -159,21 +155,36 @@ def run_reference(
         limits=limits_for(req.device, clock.timeout_s),
         level=isolation,
         env_keep=_child_env(req.device, with_src=True),
+        pass_fds=(ask_w, ok_r) if cuda else (),
     )
-    with open(log, "wb") as logf:
-        proc = subprocess.Popen(
-            spec.argv, env=spec.env, cwd=spec.cwd, preexec_fn=spec.preexec_fn,
-            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, pass_fds=spec.pass_fds,
-        )  # fmt: skip
+    lock = GpuLock(clock, active=cuda)
+    try:
+        with open(log, "wb") as logf:
+            proc = subprocess.Popen(
+                spec.argv, env=spec.env, cwd=spec.cwd, preexec_fn=spec.preexec_fn,
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, pass_fds=spec.pass_fds,
+            )  # fmt: skip
+        for fd in (ask_w, ok_r):
+            if fd >= 0:
+                os.close(fd)
         try:
-            proc.wait(timeout=max(clock.left(), 1.0))
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            raise ProblemFault(
-                f"{req.problem}: the problem did not finish making inputs and reference outputs "
-                f"within {clock.timeout_s:g} s (get_inputs or Model hangs, or the regimes are too "
-                "large for this device: shrink them with --set)"
-            ) from None
+            finished = _hold_lock_for(proc, lock, ask_r if cuda else None, ok_w, clock,
+                                      req.problem)  # fmt: skip
+        finally:
+            if proc.poll() is None:  # timed out, a bad lock request, or we were interrupted
+                _kill(proc)
+    finally:
+        lock.close()
+        for fd in (ask_r, ok_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+    if not finished:
+        raise ProblemFault(
+            f"{req.problem}: the problem did not finish making inputs and reference outputs "
+            f"within {clock.timeout_s:g} s (get_inputs or Model hangs, or the regimes are too "
+            "large for this device: shrink them with --set)"
+        )
     err_file = out / "error.json"
     if err_file.exists():
         try:
@@ -200,6 +211,50 @@ def run_reference(
             + (f"; last output:\n{last}" if last else "")
         ) from e
     return manifest, out
+
+
+def _hold_lock_for(proc: subprocess.Popen[bytes], lock: GpuLock, ask_r: int | None, ok_w: int,
+                   clock: Clock, problem: str) -> bool:  # fmt: skip
+    """Wait for the reference process, holding the GPU lock in the modes it asks for (one word
+    and a newline per request: a LockMode value or "release"; each answered "ok"). False when
+    its time ran out; ProblemFault on a request that is not one of those words."""
+    buf = b""
+    while True:
+        left = clock.left()
+        if left <= 0:
+            return False
+        if ask_r is None:  # no lock to hold (the CPU), or the child closed its end
+            try:
+                proc.wait(timeout=left)
+                return True
+            except subprocess.TimeoutExpired:
+                continue
+        ready, _, _ = select.select([ask_r], [], [], min(left, 0.5))
+        if not ready:
+            if proc.poll() is not None:
+                return True
+            continue
+        chunk = os.read(ask_r, 256)
+        if not chunk:
+            ask_r = None
+            continue
+        buf += chunk
+        while b"\n" in buf:
+            line, _, buf = buf.partition(b"\n")
+            word = line.decode("ascii", "replace")
+            if word == RELEASE:
+                lock.release()
+            elif word in {m.value for m in LockMode}:
+                lock.acquire(LockMode(word))
+            else:
+                raise ProblemFault(
+                    f"{problem}: the problem's process sent {word[:40]!r} on the GPU lock channel "
+                    "(the problem's code writing to a file descriptor it did not open?)"
+                )
+            with contextlib.suppress(OSError):  # it may have died meanwhile: seen next turn
+                os.write(ok_w, b"ok\n")
+        if len(buf) > 64:
+            raise ProblemFault(f"{problem}: the problem's process flooded the GPU lock channel")
 
 
 def _python_path() -> list[Path]:
