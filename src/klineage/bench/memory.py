@@ -27,7 +27,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from klineage.metrics import geomean
-from klineage.optimize.policies import Context, Proposal, register_policy, shuffled_passes
+from klineage.optimize.policies import (
+    Context,
+    Proposal,
+    pass_proposal,
+    register_policy,
+    shuffled_passes,
+)
 from klineage.store import Store
 
 
@@ -148,7 +154,7 @@ class AdaExploreStyle:
             yield from _llm_refinements("adaexplore", "failure rules", rules)
         for n in shuffled_passes(ctx):
             if n not in banned:
-                yield Proposal(key=f"pass:{n}", label=n, materializer="mechanical", pass_name=n)
+                yield pass_proposal(ctx, n)
 
 
 @register_policy("accelopt")
@@ -168,7 +174,4 @@ class AccelOptStyle:
         # Remembered gains first; the rest in the seeded random order (the sort is stable).
         ranked = sorted(shuffled_passes(ctx), key=lambda n: -(mem.gain(n) or 0.0))
         for n in ranked:
-            g = mem.gain(n)
-            yield Proposal(
-                key=f"pass:{n}", label=n, materializer="mechanical", pass_name=n, predicted=g
-            )
+            yield pass_proposal(ctx, n, mem.gain(n))

@@ -35,7 +35,7 @@ from klineage.lineage.walk import candidate_file, sha
 from klineage.llm.base import LLMBackend
 from klineage.metrics import Speedup, geomean, speedups, timed_geomean
 from klineage.optimize.materialize import LLMMaterializer, Materialized, mechanical
-from klineage.optimize.policies import Context, Proposal, get_policy
+from klineage.optimize.policies import CPU_CONFIGS, Context, Proposal, get_policy
 from klineage.problem.loader import check_overrides, read_source
 from klineage.problem.shapes import features, regime_shapes
 from klineage.skills.conditions import PAYS_OFF
@@ -53,7 +53,10 @@ EventCallback = Callable[[str, dict[str, Any]], None]
 #    another block of the same dimension get their own flag (both seen failing on the H200);
 #    with budget left, correct-but-not-faster proposals are tried again on a changed best;
 #    the random pass order is drawn per problem, not one order for every problem.
-OPTIMIZE_VERSION = 3
+# 4: tunables (a config space per gate call, swept by the gate; a kept table is folded to its
+#    per-regime winners) proposed first by klineage (expert-nearest configs) and what-only
+#    (random draws); baselines draw it from the seed.
+OPTIMIZE_VERSION = 4
 
 
 class OptimizeRefused(KLineageError):
@@ -131,6 +134,28 @@ def speedup(
 
 def _curve_point(x: dict[str, Speedup]) -> float:
     return timed_geomean(x) or 1.0
+
+
+def folded(candidate: str, gate: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A kept candidate whose autotune table the gate swept, written as an expert writes it:
+    the table cut to the configs that were fastest on some timed regime (in regime order),
+    so the kernel does not re-tune a large table at every new shape. Every config it keeps was
+    checked on every regime and timed there, so the verdict stands for it; the gate record is
+    re-keyed to the folded source (its candidate_sha), which the next candidate is timed
+    beside. Unchanged when nothing was swept or the table cannot be cut."""
+    from klineage.rewrite.passes.tunables import fold
+
+    rows = profile_rows(gate)
+    keep = [
+        r.config_index for r in rows.values() if r.config_index is not None and not r.launch_bound
+    ]
+    keep = keep or [r.config_index for r in rows.values() if r.config_index is not None]
+    if not keep:
+        return candidate, gate
+    source = fold(candidate, keep)
+    if source is None or source == candidate:
+        return candidate, gate
+    return source, {**gate, "candidate_sha": sha(source), "folded_from": gate.get("candidate_sha")}
 
 
 def keep_decision(x: dict[str, Speedup], margin: float) -> dict[str, Any]:
@@ -263,7 +288,8 @@ class Optimizer:
         self.start_gate = start_gate
         prior = {t.seq: t for t in self.store.trials(self.run_id)}
         ctx = Context(self.problem, self.kernel, self.device, self.skills, self.llm is not None, s.seed, self.target,
-                      self.capability, st.best_source, memory=self.memory)  # fmt: skip
+                      self.capability, st.best_source, memory=self.memory,
+                      configs=self.config.configs_per_call if self.device == "cuda" else CPU_CONFIGS)  # fmt: skip
         reason = self._loop(ctx, st, prior)
         summary = self.summary(st, reason)
         self.store.update_run(self.run_id, status="done", stop_reason=reason, summary=summary)
@@ -421,7 +447,7 @@ class Optimizer:
             if t.candidate_sha:
                 st.seen.setdefault(t.candidate_sha, t.seq)
         if t.kept and t.candidate and t.gate:
-            st.best_source, st.best_gate = t.candidate, t.gate
+            st.best_source, st.best_gate = folded(t.candidate, t.gate)
         if t.gated:
             st.curve.append(
                 (st.gate_calls, _curve_point(speedup(self.start_gate, st.best_gate, self.timed)))

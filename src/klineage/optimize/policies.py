@@ -51,6 +51,12 @@ class Context:
     capability: str | None = None
     best_source: str = ""
     memory: Any = None  # a bench.memory.Memory for the memory-based baselines
+    # Configs one tunables proposal may carry: the gate's configs_per_call on a GPU (each is
+    # timed); CPU_CONFIGS on the CPU, where each is only checked, in the interpreter.
+    configs: int = 16
+
+
+CPU_CONFIGS = 2
 
 
 class Policy(Protocol):
@@ -84,6 +90,45 @@ def get_policy(name: str) -> Policy:
     if name not in POLICIES:
         raise UsageError(f"--policy {name}: expected one of {', '.join(POLICIES)}")
     return POLICIES[name]()
+
+
+def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
+    """The kernel's launch constants lifted into a table of ctx.configs configs (the gate
+    sweeps it): with prior, the configs nearest to the experts' (optimize/configs.py);
+    without, drawn at random from the same space."""
+    from klineage.optimize.configs import expert_configs, nearest_configs
+    from klineage.rewrite.passes.tunables import analyse, draw
+
+    for launch in analyse(ctx.best_source):
+        space = launch.space() if not launch.problem else []
+        if len(space) < 2:
+            continue
+        if prior:
+            dot = "tl.dot" in ctx.best_source
+            configs, note = nearest_configs(
+                launch, expert_configs(ctx.skills), ctx.configs, dot=dot
+            )
+        else:
+            configs, note = (
+                draw(space, ctx.configs, _seed(ctx)),
+                f"drawn at random from {len(space)}",
+            )
+        what = f"tunables of {launch.kernel} ({len(configs)} configs)"
+        yield Proposal(key=f"tunables:{launch.kernel}:{'prior' if prior else 'draw'}:{len(configs)}",
+                       label=f"{what}: {note}", materializer="mechanical", pass_name="tunables",
+                       params={"configs": configs}, what=what)  # fmt: skip
+
+
+def _seed(ctx: Context) -> str:
+    return f"{ctx.seed}:{ctx.problem.parent.name}/{ctx.problem.name}"
+
+
+def pass_proposal(ctx: Context, name: str, predicted: float | None = None) -> Proposal:
+    """A registered pass with its defaults (a baseline's move); tunables draws its configs
+    from the seed, ctx.configs of them."""
+    params = {"count": ctx.configs, "seed": _seed(ctx)} if name == "tunables" else {}
+    return Proposal(key=f"pass:{name}", label=name, materializer="mechanical", pass_name=name,
+                    params=params, predicted=predicted)  # fmt: skip
 
 
 def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal]:
@@ -129,6 +174,7 @@ class WhenAware:
     name, knowledge = "klineage", "when"
 
     def proposals(self, ctx: Context) -> Iterator[Proposal]:
+        yield from tuning_proposals(ctx, prior=True)
         yield from _skill_proposals(ctx, ignore_conditions=False)
 
 
@@ -137,6 +183,7 @@ class WhatOnly:
     name, knowledge = "what-only", "what"
 
     def proposals(self, ctx: Context) -> Iterator[Proposal]:
+        yield from tuning_proposals(ctx, prior=False)
         yield from _skill_proposals(ctx, ignore_conditions=True)
 
 
@@ -156,7 +203,7 @@ class RandomPasses:
 
     def proposals(self, ctx: Context) -> Iterator[Proposal]:
         for n in shuffled_passes(ctx):
-            yield Proposal(key=f"pass:{n}", label=n, materializer="mechanical", pass_name=n)
+            yield pass_proposal(ctx, n)
 
 
 @register_policy("llm-feedback")

@@ -1,0 +1,657 @@
+"""Tunables: a kernel's launch-time constants lifted into a config space (@triton.autotune).
+
+Which block size, warp count and pipeline depth is fastest depends on the shape, the dtype and
+the GPU: a naive elementwise kernel at BLOCK=64 ran at 0.29x of torch.compile on the H200, and
+reaching 1024 by doubling took four gate calls. Lifted, the constants become the keys of a
+table of configs, and one gate call checks every config for correctness and times each per
+regime (gate/profile.py: sweep), so a config space is searched per call, not one value.
+
+Forward only (its backward is autotune_table's: a table reduced to one config). A site is a
+launch `kernel[grid](...)` of a @triton.jit kernel defined in the file (not autotuned yet) and
+launched once, with at least one tunable:
+- a constexpr keyword whose value is a power-of-two integer literal, or a launcher local or
+  module constant bound to one, named like a block size (BLOCK, TILE, ROWS...) and read
+  nowhere else;
+- `num_warps` and, when the kernel has a loop, `num_stages` (literal or absent).
+The grid follows: where it counts tiles of a lifted size (`cdiv(n, BLOCK)`, `n // 64`, in
+the launch or in the local it names), it becomes `lambda META: ...` with `META["BLOCK"]` in
+place of the size. A size the grid tiles by, or a loop steps by, may take any value; any
+other (a block that must cover a row) only values at least the current one.
+
+Skipped, with the reason: atomics or a pointer both loaded and stored (autotune's trial runs
+would apply the kernel twice), a kernel launched from several places, a size that something
+else reads. params["configs"]: the list of configs, each {"NAME": value, "num_warps": w,
+"num_stages": s}; without it, a seeded draw of params.get("count", 16) from the space.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, is_triton_jit, parse
+from klineage.rewrite.base import code_of as _code
+from klineage.rewrite.passes.block_size import _is_block_name, _literal, _tile_counts
+from klineage.rewrite.registry import register
+
+WARPS = (1, 2, 4, 8, 16)
+STAGES = (1, 2, 3, 4)
+MIN_BLOCK, MAX_BLOCK = 16, 16384
+MAX_TILE = 1 << 16  # elements of any two sizes together (a 2-D tile in registers)
+DEFAULT_COUNT = 16
+_IMPORTS_TRITON = re.compile(r"^import triton\s*(#.*)?$|^import triton\s*,", re.MULTILINE)
+
+
+@dataclass
+class Tunable:
+    name: str  # the kernel's constexpr parameter: the config key
+    value: int
+    local: str | None  # the launcher local or module constant bound to the literal
+    tiled: bool  # any value is correct: the grid tiles by it or a loop steps by it
+
+    def values(self) -> list[int]:
+        lo = MIN_BLOCK if self.tiled else self.value
+        return [1 << k for k in range(16) if lo <= 1 << k <= MAX_BLOCK]
+
+
+@dataclass
+class Launch:
+    kernel: str
+    function: str
+    line: int
+    tunables: list[Tunable] = field(default_factory=list)
+    warps: int = 4
+    stages: int | None = None  # None: the kernel has no loop, stages do not matter
+    keys: list[str] = field(default_factory=list)
+    problem: str = ""
+
+    def current(self) -> dict[str, int]:
+        c = {t.name: t.value for t in self.tunables}
+        c["num_warps"] = self.warps
+        if self.stages is not None:
+            c["num_stages"] = self.stages
+        return c
+
+    def space(self) -> list[dict[str, int]]:
+        """Every config: sizes x warps x stages, within a register budget; the current first."""
+        axes = [t.values() for t in self.tunables]
+        stages = STAGES if self.stages is not None else (None,)
+        out = [self.current()]
+        for sizes in itertools.product(*axes):
+            if any(a * b > MAX_TILE for a, b in itertools.combinations(sizes, 2)):
+                continue
+            # Elements per program (the largest 2-D tile); unknown (a computed block) when
+            # nothing is lifted, and then every warp count is worth a try.
+            if not sizes:
+                elements = MAX_TILE
+            elif len(sizes) == 1:
+                elements = sizes[0]
+            else:
+                elements = max(a * b for a, b in itertools.combinations(sizes, 2))
+            for w, s in itertools.product(WARPS, stages):
+                if elements < 32 * w and w > 1:  # fewer elements than threads
+                    continue
+                c = {t.name: v for t, v in zip(self.tunables, sizes, strict=True)}
+                c["num_warps"] = w
+                if s is not None:
+                    c["num_stages"] = s
+                if c != out[0]:
+                    out.append(c)
+        return out
+
+
+def draw(space: list[dict[str, int]], count: int, seed: int | str) -> list[dict[str, int]]:
+    """The current config and count - 1 others drawn from the space (a baseline's share)."""
+    rest = list(space[1:])
+    random.Random(str(seed)).shuffle(rest)
+    return [space[0], *rest[: max(0, count - 1)]]
+
+
+# -- analysis -----------------------------------------------------------------------------
+
+
+class _KernelFacts(cst.CSTVisitor):
+    """What a kernel's body says about its parameters."""
+
+    def __init__(self, params: set[str]) -> None:
+        self.params = params
+        self.compared: set[str] = set()
+        self.loop_steps: set[str] = set()
+        self.loops = False
+        self.atomics = False
+        self.loaded: set[str] = set()
+        self.stored: set[str] = set()
+
+    @staticmethod
+    def _names(node: cst.CSTNode) -> set[str]:
+        found: set[str] = set()
+
+        class V(cst.CSTVisitor):
+            def visit_Name(self, n: cst.Name) -> None:
+                found.add(n.value)
+
+        node.visit(V())
+        return found
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self.compared |= self._names(node) & self.params
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops = True
+        it = node.iter
+        if isinstance(it, cst.Call) and dotted(it.func).split(".")[-1] in ("range", "static_range"):
+            for a in it.args[:2]:
+                self.compared |= self._names(a.value) & self.params
+            if len(it.args) >= 3:
+                self.loop_steps |= self._names(it.args[2].value) & self.params
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        tail = dotted(node.func).split(".")[-1]
+        if tail.startswith("atomic_"):
+            self.atomics = True
+        elif tail in ("load", "store") and node.args:
+            names = self._names(node.args[0].value) & self.params
+            (self.loaded if tail == "load" else self.stored).update(names)
+
+
+def _constexprs(fn: cst.FunctionDef) -> tuple[list[str], set[str]]:
+    params = [p.name.value for p in fn.params.params]
+    const = {
+        p.name.value
+        for p in fn.params.params
+        if p.annotation is not None and dotted(p.annotation.annotation).endswith("constexpr")
+    }
+    return params, const
+
+
+def _power_of_two(node: cst.BaseExpression | None) -> int | None:
+    lit = _literal(node) if node is not None else None
+    if lit is None:
+        return None
+    v = int(lit.evaluated_value)
+    return v if v >= 1 and v & (v - 1) == 0 else None
+
+
+class _Module(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self) -> None:
+        self.kernels: dict[str, cst.FunctionDef] = {}
+        self.autotuned: set[str] = set()
+        self.launches: list[tuple[cst.Call, str, int]] = []
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.constants: dict[str, cst.BaseExpression] = {}
+        self.stack: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if not self.stack:
+            self.functions[node.name.value] = node
+            if any(is_triton_jit(d) for d in node.decorators):
+                self.kernels[node.name.value] = node
+                if any("autotune" in _code(d.decorator).split("(")[0] for d in node.decorators):
+                    self.autotuned.add(node.name.value)
+        self.stack.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.stack.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Subscript) and isinstance(node.func.value, cst.Name):
+            line = self.get_metadata(PositionProvider, node).start.line
+            self.launches.append((node, self.stack[0] if self.stack else "", line))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self.stack:
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    self.constants[t.target.value] = node.value
+
+
+def _bindings(fn: cst.FunctionDef | None) -> dict[str, list[cst.BaseExpression]]:
+    """name -> the values assigned to it in a function (tuple assignments unpacked)."""
+    out: dict[str, list[cst.BaseExpression]] = {}
+    if fn is None:
+        return out
+
+    class V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                target, value = t.target, node.value
+                if isinstance(target, cst.Name):
+                    out.setdefault(target.value, []).append(value)
+                elif (
+                    isinstance(target, cst.Tuple)
+                    and isinstance(value, cst.Tuple)
+                    and len(target.elements) == len(value.elements)
+                ):
+                    for te, ve in zip(target.elements, value.elements, strict=True):
+                        if isinstance(te.value, cst.Name):
+                            out.setdefault(te.value.value, []).append(ve.value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    fn.visit(V())
+    return out
+
+
+def _reads(node: cst.CSTNode, name: str) -> int:
+    """How often `name` is read in node (assignment targets and keywords not counted)."""
+    count = 0
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            nonlocal count
+            if n.value == name:
+                count += 1
+
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> bool:
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(V())
+    return count
+
+
+def _grid(
+    call: cst.Call, binds: dict[str, list[cst.BaseExpression]]
+) -> tuple[cst.BaseExpression | None, str | None]:
+    assert isinstance(call.func, cst.Subscript)
+    if len(call.func.slice) != 1 or not isinstance(call.func.slice[0].slice, cst.Index):
+        return None, None
+    grid = call.func.slice[0].slice.value
+    if isinstance(grid, cst.Name):
+        values = binds.get(grid.value, [])
+        return (values[0] if len(values) == 1 else None), grid.value
+    return grid, None
+
+
+def analyse(source: str) -> list[Launch]:
+    """Every launch of a kernel of this file, with its tunables (or why it has none)."""
+    module = parse(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    facts = _Module()
+    wrapper.visit(facts)
+    counts: dict[str, int] = {}
+    for call, _, _ in facts.launches:
+        assert isinstance(call.func, cst.Subscript) and isinstance(call.func.value, cst.Name)
+        counts[call.func.value.value] = counts.get(call.func.value.value, 0) + 1
+    out: list[Launch] = []
+    for call, function, line in facts.launches:
+        assert isinstance(call.func, cst.Subscript) and isinstance(call.func.value, cst.Name)
+        name = call.func.value.value
+        kernel = facts.kernels.get(name)
+        if kernel is None:
+            continue
+        launch = Launch(name, function, line)
+        out.append(launch)
+        params, const = _constexprs(kernel)
+        body = _KernelFacts(set(params))
+        kernel.body.visit(body)
+        if name in facts.autotuned:
+            launch.problem = f"{name} is autotuned already (autotune_table's forward adds configs)"
+            continue
+        if counts[name] > 1:
+            launch.problem = f"{name} is launched from {counts[name]} places"
+            continue
+        if body.atomics or body.loaded & body.stored:
+            both = ", ".join(sorted(body.loaded & body.stored)) or "atomics"
+            launch.problem = (f"{name} writes what it reads ({both}): autotune's trial runs "
+                              "would apply it more than once")  # fmt: skip
+            continue
+        if not _IMPORTS_TRITON.search(source):
+            launch.problem = "no `import triton` for triton.autotune"
+            continue
+        fn = facts.functions.get(function)
+        binds = _bindings(fn)
+        grid, _ = _grid(call, binds)
+        for a in call.args:
+            if a.keyword is None:
+                continue
+            key = a.keyword.value
+            local = a.value.value if isinstance(a.value, cst.Name) else None
+            bound: cst.BaseExpression | None = a.value
+            if local is not None:
+                values = binds.get(local) or (
+                    [facts.constants[local]] if local in facts.constants else []
+                )
+                bound = values[0] if len(values) == 1 else None
+            if key in ("num_warps", "num_stages"):
+                v = _power_of_two(bound)
+                lit = _literal(bound) if bound is not None else None
+                if v is None and key == "num_stages" and lit is not None:
+                    v = int(lit.evaluated_value)
+                if v is None:
+                    launch.problem = f"{key}={_code(a.value)} is computed at run time"
+                    break
+                if key == "num_warps":
+                    launch.warps = v
+                else:
+                    launch.stages = v
+                continue
+            if key not in const or not _is_block_name(key):
+                continue
+            value = _power_of_two(bound)
+            if value is None:
+                continue  # computed at run time (next_power_of_2(n)): it follows the shape
+            uses_in_grid = 0
+            if grid is not None:
+                uses_in_grid = _reads(grid, local) if local else len(_tile_counts(grid, value))
+            # A local is read by the launch keyword and the grid only; anything else (a buffer
+            # size, a second grid) would keep the old value.
+            if local is not None and fn is not None and _reads(fn, local) - 1 - uses_in_grid > 0:
+                continue
+            tiled = uses_in_grid > 0 or key in body.loop_steps
+            launch.tunables.append(Tunable(key, value, local, tiled))
+        if launch.problem:
+            continue
+        if body.loops and launch.stages is None:
+            launch.stages = 3  # Triton's default on CUDA
+        if not body.loops:
+            launch.stages = None
+        launch.keys = [p for p in params if p in body.compared and p not in const]
+    return out
+
+
+def _config_code(c: dict[str, int]) -> str:
+    sizes = ", ".join(f'"{k}": {v}' for k, v in c.items() if k not in ("num_warps", "num_stages"))
+    text = f"triton.Config({{{sizes}}}, num_warps={c.get('num_warps', 4)}"
+    if "num_stages" in c:
+        text += f", num_stages={c['num_stages']}"
+    return text + ")"
+
+
+def table_code(configs: list[dict[str, int]], keys: list[str]) -> str:
+    rows = "".join(f"        {_config_code(c)},\n" for c in configs)
+    return f"@triton.autotune(\n    configs=[\n{rows}    ],\n    key={json.dumps(keys)},\n)"
+
+
+class _Lift(cst.CSTTransformer):
+    def __init__(self, launch: Launch, decorator: cst.Decorator, grid_name: str | None) -> None:
+        self.launch, self.decorator, self.grid_name = launch, decorator, grid_name
+        self.lifted = {t.name for t in launch.tunables} | {"num_warps", "num_stages"}
+        self.locals = {t.local: t for t in launch.tunables if t.local}
+        self.by_value = {t.value: t for t in launch.tunables if not t.local}
+        self.depth = 0
+        self.function = ""
+        self.done = False
+
+    def _meta(self, grid: cst.BaseExpression) -> cst.BaseExpression:
+        """`lambda META: grid`, each lifted size read from META: a local by name, a literal
+        tile count (and the `63` of `(n + 63) // 64`) by the node found in the grid."""
+        locals_ = {t.local: t.name for t in self.launch.tunables if t.local}
+        literal: dict[int, str] = {}
+        for t in self.launch.tunables:
+            if t.local is None:
+                for node, v in _tile_counts(grid, t.value):
+                    literal[id(node)] = (
+                        f'META["{t.name}"]' if v == t.value else f'(META["{t.name}"] - 1)'
+                    )
+
+        class Meta(cst.CSTTransformer):
+            def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+                name = locals_.get(original.value)
+                return cst.parse_expression(f'META["{name}"]') if name else updated
+
+            def leave_Integer(
+                self, original: cst.Integer, updated: cst.Integer
+            ) -> cst.BaseExpression:
+                text = literal.get(id(original))
+                return cst.parse_expression(text) if text else updated
+
+        body = grid.visit(Meta())
+        assert isinstance(body, cst.BaseExpression)
+        return cst.Lambda(params=cst.Parameters(params=[cst.Param(cst.Name("META"))]), body=body)
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
+        """The launcher's locals that held a lifted size go: the table holds them now."""
+        if self.depth == 0 or self.function != self.launch.function:
+            return updated
+        body = []
+        for small in updated.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+                if isinstance(target, cst.Name) and target.value in self.locals:
+                    continue
+                if (
+                    isinstance(target, cst.Tuple)
+                    and isinstance(value, cst.Tuple)
+                    and len(target.elements) == len(value.elements)
+                ):
+                    pairs = [(t, v) for t, v in zip(target.elements, value.elements, strict=True)
+                             if not (isinstance(t.value, cst.Name) and t.value.value in self.locals)]  # fmt: skip
+                    if not pairs:
+                        continue
+                    if len(pairs) == 1:
+                        small = small.with_changes(
+                            targets=[small.targets[0].with_changes(target=pairs[0][0].value)],
+                            value=pairs[0][1].value,
+                        )
+                    else:
+                        last = len(pairs) - 1
+                        small = small.with_changes(
+                            targets=[small.targets[0].with_changes(target=target.with_changes(elements=[t.with_changes(comma=cst.MaybeSentinel.DEFAULT if i == last else t.comma) for i, (t, _) in enumerate(pairs)]))],
+                            value=value.with_changes(elements=[v.with_changes(comma=cst.MaybeSentinel.DEFAULT if i == last else v.comma) for i, (_, v) in enumerate(pairs)]),
+                        )  # fmt: skip
+            body.append(small)
+        if not body:
+            return cst.RemovalSentinel.REMOVE
+        return updated.with_changes(body=body)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.depth += 1
+        if self.depth == 1:
+            self.function = node.name.value
+
+    def leave_FunctionDef(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self.depth -= 1
+        if self.depth == 0 and original.name.value == self.launch.kernel:
+            return updated.with_changes(decorators=[self.decorator, *updated.decorators])
+        return updated
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        if (
+            self.grid_name
+            and len(original.targets) == 1
+            and isinstance(original.targets[0].target, cst.Name)
+            and original.targets[0].target.value == self.grid_name
+        ):
+            return updated.with_changes(value=self._meta(original.value))
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        func = original.func
+        if not (isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name)
+                and func.value.value == self.launch.kernel):  # fmt: skip
+            return updated
+        args = [
+            a
+            for a in updated.args
+            if not (a.keyword is not None and a.keyword.value in self.lifted)
+        ]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        new = updated.with_changes(args=args)
+        if self.grid_name is None and isinstance(func.slice[0].slice, cst.Index):
+            grid = func.slice[0].slice.value
+            if any((t.local and _reads(grid, t.local)) or (not t.local and _tile_counts(grid, t.value))
+                   for t in self.launch.tunables):  # fmt: skip
+                sub = updated.func
+                assert isinstance(sub, cst.Subscript)
+                element = sub.slice[0].with_changes(slice=cst.Index(self._meta(grid)))
+                new = new.with_changes(func=sub.with_changes(slice=[element]))
+        self.done = True
+        return new
+
+
+def lift(source: str, launch: Launch, configs: list[dict[str, int]]) -> str:
+    module = parse(source)
+    decorator = cst.parse_statement(f"{table_code(configs, launch.keys)}\ndef _(): pass\n")
+    assert isinstance(decorator, cst.FunctionDef)
+    fn = (
+        next(
+            f
+            for f in module.body
+            if isinstance(f, cst.FunctionDef) and f.name.value == launch.function
+        )
+        if launch.function
+        else None
+    )
+    binds = _bindings(fn)
+    call = None
+
+    class Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal call
+            if isinstance(node.func, cst.Subscript) and dotted(node.func.value) == launch.kernel:
+                call = node
+
+    module.visit(Find())
+    assert call is not None
+    grid, grid_name = _grid(call, binds)
+    uses_tunable = grid is not None and any(
+        (t.local and _reads(grid, t.local)) or (not t.local and _tile_counts(grid, t.value))
+        for t in launch.tunables
+    )
+    t = _Lift(launch, decorator.decorators[0], grid_name if uses_tunable else None)
+    return module.visit(t).code
+
+
+def _valid(c: Any, launch: Launch) -> str | None:
+    if not isinstance(c, dict):
+        return f"a config is {type(c).__name__}, expected a dict"
+    names = {t.name for t in launch.tunables} | {"num_warps", "num_stages"}
+    for k, v in c.items():
+        if k not in names:
+            return f"config key {k!r} is not a tunable here ({', '.join(sorted(names))})"
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            return f"config {k}={v!r}: expected a positive integer"
+    for t in launch.tunables:
+        if not t.tiled and c.get(t.name, t.value) < t.value:
+            return f"{t.name}={c[t.name]} is under {t.value}, which this kernel needs to cover its block"
+    return None
+
+
+@register
+class Tunables(RewritePass):
+    NAME = "tunables"
+    DESCRIPTION = (
+        "Lift the launch's literal block sizes, num_warps and num_stages into an @triton.autotune "
+        "table (grid as lambda META), so one gate call checks and times a space of configs."
+    )
+    CATEGORY = "tuning"
+    ANCHOR = "kernel launch with literal constexpr block sizes / num_warps"
+
+    def backward_sites(self, source: str) -> list[Site]:
+        return []  # the backward of a table is autotune_table's (reduced to one config)
+
+    def simplify(self, source: str, site: Site) -> RewriteResult:
+        return RewriteResult.skip("tunables is forward only: autotune_table removes a table")
+
+    def forward_sites(self, source: str) -> list[Site]:
+        def run() -> list[Site]:
+            sites = []
+            for i, launch in enumerate(x for x in analyse(source) if not x.problem):
+                names = ", ".join(f"{t.name}={t.value}" for t in launch.tunables) or "no sizes"
+                sites.append(self.site("forward", i, launch.line, launch.function,
+                                       f"{launch.kernel}: {names}, num_warps={launch.warps}"
+                                       + (f", num_stages={launch.stages}" if launch.stages else ""),
+                                       kernel=launch.kernel, current=launch.current(),
+                                       space=len(launch.space()), keys=launch.keys))  # fmt: skip
+            return sites
+
+        result = self.safe(run)
+        return result if isinstance(result, list) else []
+
+    def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
+        def run() -> RewriteResult:
+            ready = [x for x in analyse(source) if not x.problem]
+            launch = next((x for x in ready if x.kernel == site.params.get("kernel")), None)
+            if launch is None:
+                why = next(
+                    (x.problem for x in analyse(source) if x.kernel == site.params.get("kernel")),
+                    "",
+                )
+                return RewriteResult.skip(
+                    f"no liftable launch of {site.params.get('kernel')}: {why}", site
+                )
+            p = params or {}
+            configs = p.get("configs")
+            if configs is None:
+                configs = draw(launch.space(), int(p.get("count", DEFAULT_COUNT)), p.get("seed", 0))
+            if not isinstance(configs, list) or not configs:
+                return RewriteResult.skip("params['configs'] must be a non-empty list", site)
+            for c in configs:
+                bad = _valid(c, launch)
+                if bad:
+                    return RewriteResult.skip(bad, site)
+            full = [{**launch.current(), **c} for c in configs]
+            if launch.stages is None:
+                for c in full:
+                    c.pop("num_stages", None)
+            unique = list({tuple(sorted(c.items())): c for c in reversed(full)}.values())[::-1]
+            out = lift(source, launch, unique)
+            return RewriteResult(
+                True, f"{len(unique)} configs over {', '.join(launch.current())}", out, site
+            )
+
+        return self.safe(run)
+
+
+# -- folding a swept table ------------------------------------------------------------------
+
+
+def fold(source: str, keep: list[int]) -> str | None:
+    """The source with its one inline autotune table cut to the configs at `keep` (in that
+    order, each once): what a sweep found fastest per regime, written as a short table.
+    None when the file has no single inline table to cut."""
+    module = parse(source)
+    tables: list[cst.List] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Decorator(self, node: cst.Decorator) -> None:
+            d = node.decorator
+            if isinstance(d, cst.Call) and dotted(d.func).split(".")[-1] == "autotune":
+                for a in d.args:
+                    if (a.keyword is None or a.keyword.value == "configs") and isinstance(
+                        a.value, cst.List
+                    ):
+                        tables.append(a.value)
+                        break
+
+    module.visit(Find())
+    if len(tables) != 1:
+        return None
+    table = tables[0]
+    order = list(dict.fromkeys(keep))
+    if not order or any(not 0 <= k < len(table.elements) for k in order):
+        return None
+    elements = [table.elements[k] for k in order]
+    elements = [e.with_changes(comma=cst.Comma()) for e in elements]
+
+    class Cut(cst.CSTTransformer):
+        def leave_List(self, original: cst.List, updated: cst.List) -> cst.List:
+            return updated.with_changes(elements=elements) if original is table else updated
+
+    return module.visit(Cut()).code

@@ -1,0 +1,173 @@
+"""The tunables pass (rewrite/passes/tunables.py), folding a swept table, and the configs the
+klineage policy picks (optimize/configs.py): source rewrites only, no kernels run."""
+
+from __future__ import annotations
+
+import ast
+
+from klineage.optimize.configs import ExpertConfig, nearest_configs, role
+from klineage.rewrite import all_passes
+from klineage.rewrite.passes.tunables import analyse, draw, fold
+
+ELEMENTWISE = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=offs < n)
+
+
+def relu(x):
+    y = torch.empty_like(x)
+    n = x.numel()
+    relu_kernel[(triton.cdiv(n, 64),)](x, y, n, BLOCK=64)
+    return y
+"""
+
+LOCALS = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rows_kernel(w_ptr, y_ptr, N, K, ROWS: tl.constexpr, K_TILE: tl.constexpr, WIDTH: tl.constexpr):
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    acc = tl.zeros((ROWS,), dtype=tl.float32)
+    for c in range(0, K, K_TILE):
+        cols = c + tl.arange(0, K_TILE)
+        acc += tl.sum(tl.load(w_ptr + r[:, None] * K + cols[None, :], mask=(r[:, None] < N) & (cols[None, :] < K), other=0.0), axis=1)
+    tl.store(y_ptr + r, acc, mask=r < N)
+
+
+def run(w, y):
+    N, K = w.shape
+    ROWS, K_TILE, WIDTH = 64, 128, 256
+    grid = (triton.cdiv(N, ROWS),)
+    rows_kernel[grid](w, y, N, K, ROWS=ROWS, K_TILE=K_TILE, WIDTH=WIDTH, num_warps=4)
+    return y
+"""
+
+
+def _lift(source: str, params: dict) -> str:
+    p = all_passes()["tunables"]
+    [site] = p.forward_sites(source)
+    r = p.apply(source, site, params)
+    assert r.applied and r.source, r.reason
+    ast.parse(r.source)
+    return r.source
+
+
+def test_a_literal_block_and_its_tile_count_become_a_table_and_a_grid_of_meta() -> None:
+    [launch] = analyse(ELEMENTWISE)
+    assert [(t.name, t.value, t.tiled) for t in launch.tunables] == [("BLOCK", 64, True)]
+    assert launch.keys == ["n"] and launch.stages is None  # no loop: stages do not matter
+    out = _lift(
+        ELEMENTWISE, {"configs": [{"BLOCK": 1024, "num_warps": 4}, {"BLOCK": 4096, "num_warps": 8}]}
+    )
+    assert 'triton.Config({"BLOCK": 1024}, num_warps=4)' in out
+    assert 'triton.Config({"BLOCK": 4096}, num_warps=8)' in out and 'key=["n"]' in out
+    assert 'relu_kernel[lambda META: (triton.cdiv(n, META["BLOCK"]),)](x, y, n)' in out
+    assert out.index("@triton.autotune") < out.index("@triton.jit")
+
+
+def test_launcher_locals_are_lifted_with_the_grid_they_feed_and_a_size_read_elsewhere_stays() -> (
+    None
+):
+    src = LOCALS.replace("    return y\n", "    scratch = torch.empty(WIDTH)\n    return y\n", 1)
+    [launch] = analyse(src)
+    # WIDTH is read again (a buffer size): lifting it would leave that at the old value.
+    assert [t.name for t in launch.tunables] == ["ROWS", "K_TILE"]
+    assert launch.stages == 3 and launch.keys == ["N", "K"]
+    k_tile = launch.tunables[1]
+    assert k_tile.tiled  # a loop steps by it: any value is correct
+    out = _lift(src, {"configs": [{"ROWS": 32, "K_TILE": 256, "num_warps": 8, "num_stages": 2}]})
+    assert 'grid = lambda META: (triton.cdiv(N, META["ROWS"]),)' in out
+    assert "WIDTH = 256" in out and "ROWS, K_TILE" not in out  # the lifted locals are gone
+    assert "WIDTH=WIDTH" in out and "ROWS=ROWS" not in out and "num_warps=4)" not in out
+    assert 'triton.Config({"ROWS": 32, "K_TILE": 256}, num_warps=8, num_stages=2)' in out
+
+
+def test_a_block_that_must_cover_a_row_only_grows() -> None:
+    src = ELEMENTWISE.replace("(triton.cdiv(n, 64),)", "(1,)")
+    [launch] = analyse(src)
+    [block] = launch.tunables
+    assert not block.tiled and min(block.values()) == 64
+    p = all_passes()["tunables"]
+    [site] = p.forward_sites(src)
+    r = p.apply(src, site, {"configs": [{"BLOCK": 32}]})
+    assert not r.applied and "under 64" in r.reason
+
+
+def test_kernels_autotune_cannot_rerun_safely_are_not_sites() -> None:
+    in_place = ELEMENTWISE.replace("tl.store(y_ptr + offs", "tl.store(x_ptr + offs")
+    [launch] = analyse(in_place)
+    assert "writes what it reads (x_ptr)" in launch.problem
+    twice = ELEMENTWISE.replace(
+        "    return y\n", "    relu_kernel[(1,)](x, y, n, BLOCK=64)\n    return y\n"
+    )
+    assert all("launched from 2 places" in x.problem for x in analyse(twice))
+    assert all_passes()["tunables"].forward_sites(twice) == []
+
+
+def test_a_baseline_draw_is_seeded_and_keeps_the_current_config_first() -> None:
+    [launch] = analyse(LOCALS)
+    space = launch.space()
+    assert len(space) > 100 and space[0] == launch.current()
+    a, b = draw(space, 16, "0:x"), draw(space, 16, "0:x")
+    assert a == b and len(a) == 16 and a[0] == launch.current()
+    assert draw(space, 16, "1:x") != a
+
+
+def test_fold_cuts_the_table_to_the_winners_in_order() -> None:
+    out = _lift(ELEMENTWISE, {"configs": [{"BLOCK": b, "num_warps": 4} for b in (64, 256, 1024)]})
+    cut = fold(out, [2, 2, 0])
+    assert cut is not None
+    assert cut.count("triton.Config(") == 2
+    assert cut.index('"BLOCK": 1024') < cut.index('"BLOCK": 64}')
+    assert fold(out, [7]) is None and fold(ELEMENTWISE, [0]) is None
+
+
+def test_the_prior_takes_each_expert_config_s_nearest_first() -> None:
+    [launch] = analyse(LOCALS)
+    experts = [
+        ExpertConfig((("X", 4096),), 8, None, False, "a"),
+        ExpertConfig((("X", 16384),), 16, None, False, "b"),
+    ]
+    chosen, note = nearest_configs(launch, experts, 5, dot=False)
+    assert chosen[0] == launch.current() and len(chosen) == 5
+    assert len({tuple(sorted(c.items())) for c in chosen}) == 5
+    elements = [c["ROWS"] * c["K_TILE"] for c in chosen[1:3]]
+    assert elements == [4096, 16384] and [c["num_warps"] for c in chosen[1:3]] == [8, 16]
+    assert "2 expert configs" in note
+    assert role("BLOCK_SIZE_M") == "M" and role("TILE_K") == "K" and role("Q_BLOCK") == "M"
+    assert role("ROWS") == "X"
+
+
+def test_a_kept_swept_candidate_is_folded_and_re_keyed() -> None:
+    from klineage.gate.records import Stage
+    from klineage.optimize.loop import folded, sha
+
+    out = _lift(ELEMENTWISE, {"configs": [{"BLOCK": b, "num_warps": 4} for b in (64, 256, 1024)]})
+    row = {"kernel_ms": 0.1, "kernel_p20_ms": 0.1, "kernel_p80_ms": 0.1, "basis": "device",
+           "host_ms": 0.2, "host_p20_ms": 0.2, "host_p80_ms": 0.2}  # fmt: skip
+    rows = {
+        "a": {**row, "config_index": 2},
+        "b": {**row, "config_index": 1},
+        "tiny": {**row, "config_index": 0, "launch_bound": True},
+    }
+    gate = {
+        "candidate_sha": sha(out),
+        "stages": [
+            {"stage": Stage.PROFILE.value, "status": "passed", "numbers": {"regimes": rows}}
+        ],
+    }
+    source, record = folded(out, gate)
+    assert source.count("triton.Config(") == 2  # launch-bound regimes do not choose
+    assert record["candidate_sha"] == sha(source) and record["folded_from"] == sha(out)
+    assert folded(ELEMENTWISE, {"stages": []}) == (ELEMENTWISE, {"stages": []})
