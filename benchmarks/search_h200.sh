@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Issue 15 on one H200 (docs/DEVICE.md): the held-out problems whose naive kernels have literal
+# block sizes (the tunables pass lifts them into a config space the gate sweeps), optimized by
+# klineage (the configs nearest the experts') and random (configs drawn from the same space),
+# same budget and gate; device time, side by side, torch.compile timed once per problem.
+#   bash benchmarks/search_h200.sh                # carry .whl; results under $OUT/search/
+# BUDGET (3), PER_GPU (8), T (520 s) and PROBLEMS override the defaults. Cut by the timeout,
+# bench.json holds every run that finished (it is written after each run).
+set -u
+OUT=${OUT:-$PWD/bench-out}; R=$OUT/search; mkdir -p "$R"
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD/src KLINEAGE_DB=/tmp/search.db KLINEAGE_CACHE_DIR=/tmp/search-cache
+if ! command -v bwrap >/dev/null && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1; then
+  dpkg -x .whl/deb/bubblewrap_*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
+fi
+DEFAULT=attention_causal_d128_short,attention_d32,attention_gqa,attention_scaled_custom,batched_matmul,gemv,linear_nt,linear_residual,matmul_bias_gelu,matmul_bias_relu,matmul_tall_skinny_fp32
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
+t0=$(date +%s)
+timeout "${T:-520}" python3 -m klineage bench --suite heldout --device cuda --policies klineage,random \
+  --budget "${BUDGET:-3}" --per-gpu "${PER_GPU:-8}" --problems "${PROBLEMS:-$DEFAULT}" --out "$R" > "$R/bench.log" 2>&1
+echo "bench exit $? after $(( $(date +%s) - t0 )) s" >> "$R/status.txt"
+pkill -f "python3 -m klineage|multiprocessing.spawn|klineage.gate.worker" 2>/dev/null
+cp /tmp/search.db "$R/search.db" 2>/dev/null
+tail -40 "$R/bench.log"; cat "$R/status.txt"
