@@ -2,24 +2,31 @@
 
     python3 benchmarks/measurement_h200.py sweep      # expert vs naive softmax, row lengths 16..16384
     python3 benchmarks/measurement_h200.py distill    # the rows-per-program step walked on that sweep
-    python3 benchmarks/measurement_h200.py load --src PATH --workers 12 [--foreground 5]
+    python3 benchmarks/measurement_h200.py load --src PATH --workers 12 --foreground 5 --window 165
 
 sweep: one gate call of the corpus softmax expert beside its naive kernel (side-by-side ratios
 per regime), and one of the naive kernel beside itself (what "no difference" measures).
 distill: the backward walk of the expert over the sweep, restricted to the passes that take
 its multi-row form apart (persistent_grid, rows_per_program), and the skills it yields.
-load: `klineage gate` on the 22 held-out starting kernels, `--workers` at a time, with the
-klineage tree at --src (this tree, or an older one for a side-by-side comparison); with
---foreground N, the corpus softmax expert is gated N times meanwhile and its device and host
-times per regime reported with their spread across the calls.
+load: `klineage gate` with the klineage tree at --src (this tree, or an older one for a
+side-by-side comparison) on the 22 held-out starting kernels, `--workers` at a time, for
+`--window` seconds: round 0 cold (each problem's reference made and timed), later rounds the
+same kernels as new candidates (a comment appended), as an optimize loop sees them. With
+--foreground N the corpus softmax expert is gated once alone first (at most `--alone` s), then
+N times during the load, and its device and host times per regime reported with their spread.
+Every gate call is cut at the window's end; each is appended to measurement-load-TAG.jsonl as
+it ends, so a device call that runs out still leaves its data.
 Each phase writes JSON to $OUT (./bench-out without $OUT).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -89,7 +96,9 @@ def distill_sweep(regimes: list[str]) -> dict:
             "skills": [s.model_dump(mode="json") for s in skills]}  # fmt: skip
 
 
-def _gate_cmd(src: str, problem: Path, candidate: Path, regimes: list[str]) -> list[str]:
+def _gate_cmd(
+    problem: Path, candidate: Path, regimes: list[str], device: str = "cuda"
+) -> list[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -98,7 +107,7 @@ def _gate_cmd(src: str, problem: Path, candidate: Path, regimes: list[str]) -> l
         str(problem),
         str(candidate),
         "--device",
-        "cuda",
+        device,
         "--json",
     ]
     for r in regimes:
@@ -106,90 +115,242 @@ def _gate_cmd(src: str, problem: Path, candidate: Path, regimes: list[str]) -> l
     return cmd
 
 
-def _run(src: str, cmd: list[str], env_extra: dict[str, str]) -> dict:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([os.environ.get("SITE", "/tmp/site"), src]),
-        **env_extra,
-    }
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-    wall = time.perf_counter() - t0
-    try:
-        data = json.loads(p.stdout)
-    except json.JSONDecodeError:
-        data = {"accepted": False, "message": (p.stdout + p.stderr)[-800:]}
-    return {"rc": p.returncode, "wall_s": wall, "accepted": data.get("accepted"), "message": str(data.get("message"))[:400],
-            "data": data}  # fmt: skip
+class Calls:
+    """Gate calls as subprocesses, each cut at the window's deadline: SIGINT first (the gate's
+    finally blocks kill its sandboxed children), SIGKILL 5 s later. Every call that ends, cut or
+    not, is appended to a JSONL file at once, so a device call that runs out leaves its data."""
+
+    def __init__(self, src: str, tmp: Path, jsonl: Path, env_extra: dict[str, str]) -> None:
+        self.jsonl = jsonl
+        self.env = {**os.environ, **env_extra, "TMPDIR": str(tmp),
+                    "PYTHONPATH": os.pathsep.join([os.environ.get("SITE", "/tmp/site"), src])}  # fmt: skip
+        self.t0 = time.perf_counter()
+        self.deadline = float("inf")
+        self.records: list[dict] = []
+        self._lock = threading.Lock()
+        self._live: set[subprocess.Popen[str]] = set()
+        self._stopped: set[int] = set()  # pids that stop_all cut
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def run(self, cmd: list[str], env: dict[str, str] | None = None, **tags: object) -> dict:
+        started = self.now()
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**self.env, **(env or {})}, start_new_session=True)  # fmt: skip
+        with self._lock:
+            self._live.add(p)
+        cut = False
+        try:
+            out, err = p.communicate(timeout=max(1.0, self.deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            cut = True
+            out, err = self._stop(p)
+        finally:
+            with self._lock:
+                self._live.discard(p)
+                cut = cut or p.pid in self._stopped
+        try:
+            data = json.loads(out)
+        except json.JSONDecodeError:
+            data = {"accepted": False, "message": (out + err)[-800:]}
+        stages = {
+            st.get("stage"): round(st.get("seconds") or 0.0, 2) for st in data.get("stages") or []
+        }
+        rows = next(((st.get("numbers") or {}).get("regimes") or {} for st in data.get("stages") or []
+                     if st.get("stage") == "profile"), {})  # fmt: skip
+        rec = {**tags, "rc": p.returncode, "cut": cut, "started_s": round(started, 2),
+               "ended_s": round(self.now(), 2), "wall_s": round(self.now() - started, 2),
+               "accepted": data.get("accepted"), "timed_out": data.get("timed_out"),
+               "lock_wait_s": data.get("lock_wait_s"), "stage_s": stages, "rows": rows,
+               "message": str(data.get("message"))[:300]}  # fmt: skip
+        with self._lock:
+            self.records.append(rec)
+            with self.jsonl.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(rec, default=str) + "\n")
+        log(f"[{rec['ended_s']:6.1f}s] {tags}: rc={p.returncode}{' CUT' if cut else ''} "
+            f"{rec['wall_s']:.1f}s wait {rec['lock_wait_s']} {rec['message'][:140]}")  # fmt: skip
+        return rec
+
+    @staticmethod
+    def _stop(p: subprocess.Popen[str]) -> tuple[str, str]:
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, sig)
+            try:
+                return p.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                continue
+        return "", ""
+
+    def stop_all(self) -> None:
+        """Cut every call still running; the threads waiting on them record them as cut."""
+        with self._lock:
+            live = list(self._live)
+            self._stopped.update(p.pid for p in live)
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            for p in live:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, sig)
+            t = time.perf_counter()
+            while any(p.poll() is None for p in live) and time.perf_counter() - t < 5:
+                time.sleep(0.1)
 
 
-def load(src: str, workers: int, foreground: int) -> dict:
-    jobs = sorted(d for d in HELDOUT.iterdir() if (d / "naive.py").exists())
-    cache = tempfile.mkdtemp(prefix="kl-cache-")
-    env = {"KLINEAGE_CACHE_DIR": cache}
-    results: list[dict] = []
-    lock = threading.Lock()
-    todo = list(jobs)
-    t0 = time.perf_counter()
+def _reap(tmp: Path) -> int:
+    """SIGKILL what is left of this load's gate processes: sandboxed children run in sessions
+    of their own, and every one of them has a path under `tmp` in its command line."""
+    mark, n = str(tmp).encode(), 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if mark in (d / "cmdline").read_bytes():
+                os.kill(int(d.name), signal.SIGKILL)
+                n += 1
+        except (OSError, ValueError):
+            continue
+    return n
 
-    def worker() -> None:
-        while True:
-            with lock:
-                if not todo:
-                    return
-                d = todo.pop(0)
-            r = _run(src, _gate_cmd(src, d / "problem.py", d / "naive.py", []), env)
-            r["problem"] = d.name
-            r.pop("data")
-            with lock:
-                results.append(r)
-                log(
-                    f"[{time.perf_counter() - t0:6.1f}s] {d.name}: rc={r['rc']} {r['wall_s']:.1f}s {r['message'][:160]}"
-                )
 
-    threads = [threading.Thread(target=worker) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    fg: list[dict] = []
-    for i in range(foreground):
-        r = _run(src, _gate_cmd(src, SOFTMAX / "problem.py", SOFTMAX / "expert.py", SOFTMAX_GPU),
-                 {"KLINEAGE_CACHE_DIR": tempfile.mkdtemp(prefix="kl-fg-")})  # fmt: skip
-        rows = {}
-        for st in r["data"].get("stages") or []:
-            if st.get("stage") == "profile":
-                rows = (st.get("numbers") or {}).get("regimes") or {}
-        fg.append(
-            {
-                "wall_s": r["wall_s"],
-                "accepted": r["accepted"],
-                "rows": rows,
-                "during_load": any(t.is_alive() for t in threads),
-            }
-        )
-        log(
-            f"foreground {i}: {r['accepted']} {r['wall_s']:.1f}s",
-            {k: v.get("kernel_ms") for k, v in rows.items()},
-        )
-    for t in threads:
-        t.join()
-    batch = time.perf_counter() - t0
-    spread = {}
+def _spread(calls: list[dict], alone: dict) -> dict:
+    """Per regime and time: the values over the calls, (max - min) / median, and the median
+    over the time of the call alone (`alone`: that call's profile rows)."""
+    out: dict = {}
     for regime in SOFTMAX_GPU:
         for key in ("device_ms", "host_ms", "kernel_ms"):
             xs = [
-                f["rows"][regime][key]
-                for f in fg
-                if regime in f["rows"] and f["rows"][regime].get(key)
+                c["rows"][regime][key]
+                for c in calls
+                if regime in c["rows"] and c["rows"][regime].get(key)
             ]
-            if len(xs) >= 2:
-                spread.setdefault(regime, {})[key] = {
+            if xs:
+                out.setdefault(regime, {"launch_bound": any(c["rows"][regime].get("launch_bound") for c in calls
+                                                            if regime in c["rows"])})  # fmt: skip
+                by_itself = (alone.get(regime) or {}).get(key)
+                out[regime][key] = {
                     "values": xs,
                     "spread": (max(xs) - min(xs)) / statistics.median(xs),
+                    "alone": by_itself,
+                    "vs_alone": statistics.median(xs) / by_itself if by_itself else None,
                 }
-    accepted = sum(1 for r in results if r["accepted"])
-    return {"src": src, "workers": workers, "jobs": len(jobs), "accepted": accepted, "batch_s": batch,
-            "calls_per_min": 60.0 * (len(results) + len(fg)) / batch, "results": results, "foreground": fg,
-            "spread": spread}  # fmt: skip
+    return out
+
+
+def load(src: str, workers: int, foreground: int, window_s: float, alone_s: float, tag: str,
+         device: str = "cuda") -> dict:  # fmt: skip
+    """The held-out starting kernels gated `workers` at a time for `window_s` seconds, cold at
+    first (round 0: each problem's reference made and timed), then each again as a new candidate
+    (a comment appended: no verdict cache hit, the reference's cases reused) as an optimize loop
+    sees them; meanwhile the softmax expert re-timed `foreground` times, after one call alone."""
+    jobs = sorted(d for d in HELDOUT.iterdir() if (d / "naive.py").exists())
+    base = Path(tempfile.mkdtemp(prefix=f"kl-load-{tag}-"))
+    cache, fg_cache, locks, cands = (base / n for n in ("cache", "fg-cache", "locks", "cands"))
+    for d in (cache, fg_cache, locks, cands):
+        d.mkdir()
+    jsonl = out_dir() / f"measurement-load-{tag}.jsonl"
+    jsonl.unlink(missing_ok=True)
+    # A lock directory of its own: a cut call of the other load cannot hold this one's GPU lock.
+    calls = Calls(src, base, jsonl, {"KLINEAGE_GPU_LOCK_DIR": str(locks)})
+    fg_cmd = _gate_cmd(SOFTMAX / "problem.py", SOFTMAX / "expert.py",
+                       SOFTMAX_GPU if device == "cuda" else [], device)  # fmt: skip
+    fg_env = {"KLINEAGE_CACHE_DIR": str(fg_cache)}
+    summary: dict = {
+        "src": src,
+        "tag": tag,
+        "workers": workers,
+        "jobs": len(jobs),
+        "window_s": window_s,
+    }
+
+    def candidate(d: Path, k: int) -> Path:
+        if k == 0:
+            return d / "naive.py"
+        c = cands / f"{d.name}-r{k}" / "naive.py"
+        c.parent.mkdir()
+        c.write_text(
+            (d / "naive.py").read_text() + f"\n# load round {k}: a new candidate, the same kernel\n"
+        )
+        return c
+
+    todo = ((k, d) for k in range(1000) for d in jobs)
+    take = threading.Lock()
+
+    def worker() -> None:
+        while time.perf_counter() < calls.deadline:
+            with take:
+                k, d = next(todo)
+            try:
+                calls.run(_gate_cmd(d / "problem.py", candidate(d, k), [], device), {"KLINEAGE_CACHE_DIR": str(cache)},
+                          kind="load", problem=d.name, round=k)  # fmt: skip
+            except Exception as e:  # the benchmark's own failure: say so, keep the others going
+                log(f"worker: {d.name} round {k}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
+    t_load: float | None = None  # when the workers started
+    try:
+        if foreground:  # alone: the expert's times without load, and its reference cached
+            calls.deadline = time.perf_counter() + alone_s
+            alone = calls.run(fg_cmd, fg_env, kind="alone")
+            summary["alone"] = alone
+        calls.deadline = time.perf_counter() + window_s
+        t_load = calls.now()
+        for t in threads:
+            t.start()
+        for i in range(foreground):
+            if time.perf_counter() >= calls.deadline:
+                break
+            shutil.rmtree(fg_cache / "gate", ignore_errors=True)  # re-timed, not a cached verdict
+            calls.run(fg_cmd, fg_env, kind="foreground", index=i)
+        while time.perf_counter() < calls.deadline and any(t.is_alive() for t in threads):
+            time.sleep(1.0)
+    except KeyboardInterrupt:  # SIGINT, or SIGTERM from the shell's timeout (main): keep what ran
+        summary["interrupted_s"] = calls.now()
+    finally:
+        load_s = calls.now() - t_load if t_load is not None else 0.0
+        calls.deadline = 0.0
+        calls.stop_all()
+        for t in threads:
+            t.join(10)
+        summary["reaped"] = _reap(base)
+        shutil.rmtree(base, ignore_errors=True)
+    recs = calls.records
+    done = [r for r in recs if r["kind"] == "load" and not r["cut"]]
+    fg = [r for r in recs if r["kind"] == "foreground" and not r["cut"]]
+    t_load = t_load or 0.0
+    per_min = 60.0 / load_s if load_s > 0 else 0.0
+    ends = sorted(r["ended_s"] - t_load for r in done)
+    round0 = [r for r in done if r["round"] == 0]
+    summary.update({
+        "load_s": load_s, "calls": len(done), "cut": sum(1 for r in recs if r["cut"]),
+        "accepted": sum(1 for r in done if r["accepted"]), "timed_out": sum(1 for r in done if r["timed_out"]),
+        "calls_per_min": per_min * len(done),
+        "calls_per_min_with_foreground": per_min * (len(done) + len(fg)),
+        # Once the first cold calls are through: the rate an optimize loop would see.
+        "calls_per_min_after_first": 60.0 * (len(ends) - 1) / (ends[-1] - ends[0]) if len(ends) > 2 else None,
+        "first_call_s": ends[0] if ends else None,
+        "round0": {"done": len(round0), "accepted": sum(1 for r in round0 if r["accepted"]),
+                   "all_done_s": max(r["ended_s"] - t_load for r in round0) if len(round0) == len(jobs) else None,
+                   "rejected": {r["problem"]: r["message"] for r in round0 if not r["accepted"]}},
+        "lock_wait_s_median": statistics.median([r["lock_wait_s"] or 0.0 for r in done]) if done else None,
+        "wall_s_median": round(statistics.median([r["wall_s"] for r in done]), 1) if done else None,
+        "foreground": fg,
+        "spread": _spread(fg, (summary.get("alone") or {}).get("rows") or {}),
+    })  # fmt: skip
+    log(
+        f"{tag}: {len(done)} calls in {load_s:.0f} s = {summary['calls_per_min']:.1f}/min, "
+        f"{summary['accepted']} accepted, round 0 {len(round0)}/{len(jobs)}, {len(fg)} foreground"
+    )
+    for regime, v in summary["spread"].items():
+        log(
+            f"  {regime}{' (launch-bound)' if v['launch_bound'] else ''}: "
+            + ", ".join(
+                f"{k} spread {v[k]['spread']:.1%} over {len(v[k]['values'])}"
+                for k in ("device_ms", "host_ms")
+                if k in v
+            )
+        )
+    return summary
 
 
 def main() -> int:
@@ -200,16 +361,24 @@ def main() -> int:
     ap.add_argument("--src", default=str(ROOT / "src"))
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--foreground", type=int, default=0)
+    ap.add_argument("--window", type=float, default=170.0, help="load: seconds the workers run")
+    ap.add_argument(
+        "--alone", type=float, default=50.0, help="load: cap on the foreground call alone"
+    )
     ap.add_argument("--regimes", default=",".join(SWEEP_REGIMES))
     ap.add_argument("--tag", default="")
+    ap.add_argument("--device", default="cuda", help="load: cpu only to try the script itself")
     a = ap.parse_args()
+    tag = a.tag or ("new" if a.phase == "load" else "")
+    # The shell's `timeout` sends SIGTERM: end like Ctrl-C, so the load writes what it has.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if a.phase == "sweep":
         data = sweep()
     elif a.phase == "distill":
         data = distill_sweep([r for r in a.regimes.split(",") if r])
     else:
-        data = load(a.src, a.workers, a.foreground)
-    name = f"measurement-{a.phase}{('-' + a.tag) if a.tag else ''}.json"
+        data = load(a.src, a.workers, a.foreground, a.window, a.alone, tag, a.device)
+    name = f"measurement-{a.phase}{('-' + tag) if tag else ''}.json"
     (out_dir() / name).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
     log("wrote", out_dir() / name)
     return 0

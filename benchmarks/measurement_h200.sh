@@ -1,10 +1,34 @@
 #!/usr/bin/env bash
-# Issue 14's benchmarks on the H200 (benchmarks/measurement_h200.py), one device call per group:
+# Issue 14's benchmarks on the H200 (benchmarks/measurement_h200.py). Each group of phases fits
+# one 600 s device call: the phases share BUDGET seconds (570), each capped by what is left.
 #   bash benchmarks/measurement_h200.sh trust,sweep,distill     # carry .whl
 #   bash benchmarks/measurement_h200.sh load                    # carry .whl and bench-out/today
-# bench-out/today is the gate before this issue: git archive 4c5c05e src | tar -x -C bench-out/today
+# load = load-new then load-today, back to back: this tree's gate, then the gate before issue 14
+# (bench-out/today: mkdir -p bench-out/today && git archive 4c5c05e src | tar -x -C bench-out/today),
+# each: the softmax expert gated once alone (ALONE_S), then WORKERS gate workers on the 22
+# held-out starts for up to LOAD_WINDOW_S while the expert is re-timed 5 times. Every call is
+# appended to $OUT/measurement-load-<tag>.jsonl as it ends; the summary is
+# $OUT/measurement-load-<tag>.json, and the last lines of the output compare the two.
 set -uo pipefail
+START=$SECONDS BUDGET=${BUDGET:-570} WORKERS=${WORKERS:-12}
+LOAD_WINDOW_S=${LOAD_WINDOW_S:-165} ALONE_S=${ALONE_S:-50}
 OUT=${OUT:-$PWD/bench-out}; mkdir -p "$OUT"; LOG="$OUT/log.txt"
+left() { echo $((BUDGET - (SECONDS - START))); }
+# timeout for a phase that wants $1 s: what is left (10 s kept for the end), at most $1
+cap() { local l; l=$(($(left) - 10)); echo $((l < $1 ? l : $1)); }
+phase() {  # phase SECONDS COMMAND...: skipped when under 30 s are left
+  local t; t=$(cap "$1"); shift
+  if ((t < 30)); then echo "skipped: $t s left of $BUDGET" >> "$LOG"; return 99; fi
+  timeout -k 10 "$t" "$@" >> "$LOG" 2>&1
+}
+load_run() {  # load_run TAG SRC RUNS: RUNS = load runs still to come, this one included
+  local w=$(( ($(left) - 20) / $3 - ALONE_S - 45 ))
+  ((w > LOAD_WINDOW_S)) && w=$LOAD_WINDOW_S
+  if ((w < 30)); then echo "load-$1 skipped: $(left) s left" >> "$LOG"; return 99; fi
+  [ -d "$2" ] || { echo "load-$1: no $2 (see the header)" >> "$LOG"; return 98; }
+  phase $((w + ALONE_S + 45)) python3 benchmarks/measurement_h200.py load --src "$2" \
+    --workers "$WORKERS" --foreground 5 --window "$w" --alone "$ALONE_S" --tag "$1"
+}
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 export SITE=/tmp/site PYTHONPATH=/tmp/site:$PWD/src
 if ! command -v bwrap >/dev/null && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1; then
@@ -15,14 +39,38 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader >> "$
 df -h /tmp /root /var/tmp 2>/dev/null >> "$LOG"
 BIG=$(python3 -c "import shutil; print(max(['/tmp','/root','/var/tmp'], key=lambda p: shutil.disk_usage(p).free))")
 [ "$BIG" != /tmp ] && mkdir -p "$BIG/kltmp" && export TMPDIR="$BIG/kltmp"; echo "TMPDIR=${TMPDIR:-/tmp}" >> "$LOG"
-for phase in ${1//,/ }; do
-  case $phase in
-    trust) timeout 240 python3 -m pytest -q -p no:cacheprovider -n 3 tests/gpu/test_gate_trust_gpu.py >> "$LOG" 2>&1 ;;
-    sweep) timeout 300 python3 benchmarks/measurement_h200.py sweep >> "$LOG" 2>&1 ;;
-    distill) timeout 300 python3 benchmarks/measurement_h200.py distill --regimes n16,n64,n256,n1024,n4096,n16384 >> "$LOG" 2>&1 ;;
-    load) timeout 300 python3 benchmarks/measurement_h200.py load --workers 12 --foreground 5 --tag new >> "$LOG" 2>&1 ;;
-    load-today) [ -d bench-out/today/src ] && timeout 280 python3 benchmarks/measurement_h200.py load --src "$PWD/bench-out/today/src" --workers 12 --foreground 5 --tag today >> "$LOG" 2>&1 ;;
+for p in ${1//,/ }; do
+  case $p in
+    trust) phase 240 python3 -m pytest -q -p no:cacheprovider -n 3 tests/gpu/test_gate_trust_gpu.py ;;
+    sweep) phase 300 python3 benchmarks/measurement_h200.py sweep ;;
+    distill) phase 300 python3 benchmarks/measurement_h200.py distill --regimes n16,n64,n256,n1024,n4096,n16384 ;;
+    load|load-new|load-today)
+      # Read torch and triton from disk once, so neither load pays the cold page cache alone.
+      phase 60 python3 -c "import torch, triton; torch.zeros(1, device='cuda'); print(torch.cuda.get_device_name())"
+      [ "$p" = load-today ] || load_run new "$PWD/src" $([ "$p" = load ] && echo 2 || echo 1)
+      [ "$p" = load-new ] || load_run today "$PWD/bench-out/today/src" 1 ;;
+    *) echo "unknown phase $p" >> "$LOG" ;;
   esac
-  echo "== $phase rc=$?" >> "$LOG"
+  echo "== $p rc=$? at $((SECONDS - START)) s" >> "$LOG"
 done
-tail -c 9000 "$LOG"
+tail -c 7000 "$LOG"
+# The load runs side by side (what docs/benchmarks.md reports).
+python3 - "$OUT" <<'EOF' || true
+import json, sys
+from pathlib import Path
+for f in sorted(Path(sys.argv[1]).glob("measurement-load-*.json")):
+    d = json.loads(f.read_text())
+    print(f"{d['tag']:>6}: {d['calls']} calls in {d['load_s']:.0f} s = {d['calls_per_min']:.1f}/min "
+          f"(after the first: {d['calls_per_min_after_first'] or float('nan'):.1f}/min), {d['accepted']} accepted, "
+          f"{d['timed_out']} timed out, {d['cut']} cut; round 0 {d['round0']['done']}/{d['jobs']} done, "
+          f"{d['round0']['accepted']} accepted, all by {d['round0']['all_done_s']}; "
+          f"median wall {d['wall_s_median']} s, lock wait {d['lock_wait_s_median']} s")
+    for name, why in d["round0"]["rejected"].items():
+        print(f"        rejected {name}: {why[:150]}")
+    print(f"        foreground: {len(d['foreground'])} calls under load")
+    for regime, v in d["spread"].items():
+        print(f"        {regime}{' (launch-bound)' if v['launch_bound'] else ''}: " + "; ".join(
+            f"{k} {min(x['values']) * 1e3:.1f}-{max(x['values']) * 1e3:.1f} us spread {x['spread']:.1%}"
+            + (f", x{x['vs_alone']:.2f} alone" if x.get('vs_alone') else "")
+            for k, x in v.items() if k != "launch_bound"))
+EOF
