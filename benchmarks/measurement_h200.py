@@ -245,6 +245,7 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
     sees them; meanwhile the softmax expert re-timed `foreground` times, after one call alone."""
     jobs = sorted(d for d in HELDOUT.iterdir() if (d / "naive.py").exists())
     base = Path(tempfile.mkdtemp(prefix=f"kl-load-{tag}-"))
+    base.chmod(0o755)  # the gate's TMPDIR: a sandbox at uid level (no bwrap) must reach it
     cache, fg_cache, locks, cands = (base / n for n in ("cache", "fg-cache", "locks", "cands"))
     for d in (cache, fg_cache, locks, cands):
         d.mkdir()
