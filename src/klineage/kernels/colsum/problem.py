@@ -32,9 +32,10 @@ REGIMES = {
     # regime has two column blocks of the expert's (the GPU regimes all do).
     # One partial tile of rows and columns: no split (37 rows are fewer than a split's minimum).
     "tiny": dict(M=37, N=13),
-    # 1500 rows of 8 columns: 3 row splits of 512 rows (the last ragged), then the second
-    # kernel sums the 3 partials; fp32 over 1500 rows exercises the blocked accumulation.
-    "tall_small": dict(M=1500, N=8),
+    # 1100 rows of 20 columns: 3 row splits of 384 rows, 3 tiles of 128 rows each (the last
+    # split ragged), then the second kernel sums the 3 partials; fp32 over 1100 rows exercises
+    # the blocked accumulation.
+    "tall_small": dict(M=1100, N=20),
     # fp16 in, fp32 partials, fp16 out from the second kernel: 2 splits (512 + 188 rows).
     "fp16_split": dict(M=700, N=12, dtype=torch.float16),
     # GPU (H200), ~268 MB of x each; the expert runs 512-1024 programs in each. 2048 columns
