@@ -4,8 +4,11 @@
 # klineage (the configs nearest the experts') and random (configs drawn from the same space),
 # same budget and gate; device time, side by side, torch.compile timed once per problem.
 #   bash benchmarks/search_h200.sh                # carry .whl; results under $OUT/search/
-# BUDGET (3), PER_GPU (8), T (520 s) and PROBLEMS override the defaults. Cut by the timeout,
-# bench.json holds every run that finished (it is written after each run).
+# BUDGET (3), PER_GPU (8), T (520 s), PROBLEMS and EXTRA (more bench options, e.g.
+# --no-compile) override the defaults. Cut by the timeout, bench.json holds every run that
+# finished (it is written after each run), and search.db every trial (their messages).
+# The 2026-12-01 run (docs/benchmarks.md "Search space"):
+#   BUDGET=2 PER_GPU=4 T=470 EXTRA=--no-compile PROBLEMS=matmul_bias_gelu,gemv,batched_matmul,attention_d32 bash benchmarks/search_h200.sh
 set -u
 OUT=${OUT:-$PWD/bench-out}; R=$OUT/search; mkdir -p "$R"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
@@ -18,8 +21,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
 t0=$(date +%s)
 timeout "${T:-520}" python3 -m klineage bench --suite heldout --device cuda --policies klineage,random \
-  --budget "${BUDGET:-3}" --per-gpu "${PER_GPU:-8}" --problems "${PROBLEMS:-$DEFAULT}" --out "$R" > "$R/bench.log" 2>&1
+  --budget "${BUDGET:-3}" ${EXTRA:-} --per-gpu "${PER_GPU:-8}" --problems "${PROBLEMS:-$DEFAULT}" --out "$R" > "$R/bench.log" 2>&1
 echo "bench exit $? after $(( $(date +%s) - t0 )) s" >> "$R/status.txt"
 pkill -f "python3 -m klineage|multiprocessing.spawn|klineage.gate.worker" 2>/dev/null
-cp /tmp/search.db "$R/search.db" 2>/dev/null
+# The store is in WAL mode: a plain copy of the .db file can miss every trial.
+python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" /tmp/search.db "$R/search.db"
 tail -40 "$R/bench.log"; cat "$R/status.txt"

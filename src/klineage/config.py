@@ -60,6 +60,9 @@ class GateConfig(BaseModel):
     trials: int = Field(default=5, ge=5, description="random trials per regime (>= 5)")
     tolerances: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     timeout_s: float = Field(default=120.0, gt=0, description="wall time of one gate call")
+    # Added to timeout_s for each autotune config beyond the first (each is built and checked;
+    # gate/checker.py), so a config space is not mistaken for a hang.
+    timeout_per_config_s: float = Field(default=10.0, ge=0)
     seed: int = 0
     allow_suspicious: bool = False
     # More than this many times faster than eager PyTorch is flagged as suspicious.

@@ -171,3 +171,23 @@ def test_a_kept_swept_candidate_is_folded_and_re_keyed() -> None:
     assert source.count("triton.Config(") == 2  # launch-bound regimes do not choose
     assert record["candidate_sha"] == sha(source) and record["folded_from"] == sha(out)
     assert folded(ELEMENTWISE, {"stages": []}) == (ELEMENTWISE, {"stages": []})
+
+
+def test_a_config_space_gets_time_for_each_config_not_a_hang_verdict() -> None:
+    from types import SimpleNamespace
+
+    from klineage.config import GateConfig
+    from klineage.gate.checker import MAX_BUDGETED_CONFIGS, Checker
+    from klineage.gate.session import Clock
+
+    clock = Clock(120.0)
+    req = SimpleNamespace(config=GateConfig(timeout_per_config_s=10.0))
+    checker = Checker(req, SimpleNamespace(clock=clock), None, None)  # type: ignore[arg-type]
+    checker.seen.autotuners["k"] = 16
+    checker._time_for_configs()
+    assert clock.timeout_s == 120.0 + 15 * 10.0
+    checker._time_for_configs()  # counted once
+    assert clock.timeout_s == 270.0
+    checker.seen.autotuners["other"] = 1000  # a huge table earns at most the cap
+    checker._time_for_configs()
+    assert clock.timeout_s == 120.0 + (MAX_BUDGETED_CONFIGS - 1) * 10.0

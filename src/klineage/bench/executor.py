@@ -55,8 +55,8 @@ class LocalExecutor:
         gpus = _gpu_count() if device == "cuda" else 0
         if device == "cuda" and gpus == 0:
             raise UsageError("--device cuda: no GPU visible to the bench executor")
-        # Several workers may share a GPU: the gate locks the device for its correctness and
-        # timing stages (gate/session.py: gpu_lock), so only start-up and compiles overlap.
+        # Several workers may share a GPU: correctness and compiles share it, timing holds it
+        # alone (gate/gpulock.py), so one worker's timing never overlaps another's GPU work.
         n = workers or (gpus * per_gpu if device == "cuda" else 1)
         init: dict[str, Any] = {}
         if device == "cuda":

@@ -49,6 +49,9 @@ ALLOWED_DEVICE_KERNELS = re.compile(
 )
 
 
+MAX_BUDGETED_CONFIGS = 64
+
+
 @dataclass
 class Checked:
     """What the candidate did on the calls so far."""
@@ -107,6 +110,17 @@ class Checker:
         self.expected = expected
         self.inputs = inputs
         self.seen = Checked()
+        self._budgeted = 1  # autotune configs the candidate's clock has time for
+
+    def _time_for_configs(self) -> None:
+        """An autotune table is a config space: every config is compiled and checked (and on a
+        GPU timed), so the call's clock grows by timeout_per_config_s for each config beyond
+        the first, up to MAX_BUDGETED_CONFIGS. A 16-config table is 16 kernels to build, not a
+        hang."""
+        grown = min(self.seen.passes, MAX_BUDGETED_CONFIGS) - self._budgeted
+        if grown > 0:
+            self.harness.clock.timeout_s += grown * self.cfg.timeout_per_config_s
+            self._budgeted += grown
 
     def tolerance_for(self, regime: RefRegime) -> Callable[[str], float]:
         def tol(dtype: str) -> float:
@@ -130,6 +144,7 @@ class Checker:
         self.seen.calls += 1
         for name, k in reply.autotuners.items():
             self.seen.autotuners[name] = max(self.seen.autotuners.get(name, 0), k)
+        self._time_for_configs()
         if not reply.ok:
             return reply, None
         self.seen.kernels.update(reply.kernels)

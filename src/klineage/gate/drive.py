@@ -240,7 +240,10 @@ def drive(
                                             message="no GPU: timing not measured, and never estimated")  # fmt: skip
     verdict = _done(req, stages, manifest, isolation, checker, assemble)
     waited = clock.waited + ref_clock.waited + disk_wait
-    return verdict.model_copy(update={"timed_out": timed_out, "lock_wait_s": waited})
+    exclusive = clock.waited_exclusive + ref_clock.waited_exclusive
+    return verdict.model_copy(
+        update={"timed_out": timed_out, "lock_wait_s": waited, "lock_wait_exclusive_s": exclusive}
+    )
 
 
 def _done(req: GateRequest, stages: dict[Stage, StageResult], manifest: RefManifest, isolation: str,

@@ -192,6 +192,7 @@ class GateResult(BaseModel):
     # Seconds spent waiting for the GPU lock (other gate calls) or for free disk: not charged
     # to --timeout.
     lock_wait_s: float = 0.0
+    lock_wait_exclusive_s: float = 0.0  # the part of it spent waiting to time (GPU alone)
 
     @property
     def failed_stage(self) -> Stage | None:
