@@ -169,7 +169,7 @@ def test_a_full_disk_is_the_machines_fault_not_the_problems(
 class _TableHarness:
     """A harness whose autotune table's config k takes TIMES[k] ms (None: cannot run here)."""
 
-    TIMES = [0.040, 0.010, None, 0.020]
+    TIMES = (0.040, 0.010, None, 0.020)
 
     def __init__(self) -> None:
         self.asked: list[tuple[Any, bool]] = []

@@ -191,3 +191,27 @@ def test_a_config_space_gets_time_for_each_config_not_a_hang_verdict() -> None:
     checker.seen.autotuners["other"] = 1000  # a huge table earns at most the cap
     checker._time_for_configs()
     assert clock.timeout_s == 120.0 + (MAX_BUDGETED_CONFIGS - 1) * 10.0
+
+
+def test_klineage_spends_its_share_on_expert_configs_what_only_on_a_draw_and_the_cpu_on_none() -> (
+    None
+):
+    from pathlib import Path
+
+    from klineage.optimize.policies import Context, get_policy
+    from klineage.skills.library import load_library
+
+    skills, _ = load_library(None)
+
+    def first(policy: str, device: str) -> object:
+        ctx = Context(Path("heldout/gemv/problem.py"), Path("naive.py"), device, skills, False, 0, {},
+                      best_source=LOCALS, configs=16)  # fmt: skip
+        return next(iter(get_policy(policy).proposals(ctx)), None)
+
+    mine, drawn = first("klineage", "cuda"), first("what-only", "cuda")
+    assert mine.pass_name == drawn.pass_name == "tunables"  # type: ignore[attr-defined]
+    a, b = mine.params["configs"], drawn.params["configs"]  # type: ignore[attr-defined]
+    assert len(a) == len(b) == 16 and a[0] == b[0] and a != b
+    assert "expert configs" in mine.label and "drawn at random" in drawn.label  # type: ignore[attr-defined]
+    cpu = first("klineage", "cpu")
+    assert cpu is None or cpu.pass_name != "tunables"  # type: ignore[attr-defined]

@@ -94,11 +94,13 @@ def get_policy(name: str) -> Policy:
 
 def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
     """The kernel's launch constants lifted into a table of ctx.configs configs (the gate
-    sweeps it): with prior, the configs nearest to the experts' (optimize/configs.py);
+    sweeps it; GPU only): with prior, the configs nearest to the experts' (optimize/configs.py);
     without, drawn at random from the same space."""
     from klineage.optimize.configs import expert_configs, nearest_configs
     from klineage.rewrite.passes.tunables import analyse, draw
 
+    if ctx.device != "cuda":
+        return  # nothing is timed on the CPU: a space has nothing to choose by
     for launch in analyse(ctx.best_source):
         space = launch.space() if not launch.problem else []
         if len(space) < 2:
