@@ -32,12 +32,12 @@ REGIMES = {
     # regime has two column blocks of the expert's (the GPU regimes all do).
     # One partial tile of rows and columns: no split (37 rows are fewer than a split's minimum).
     "tiny": dict(M=37, N=13),
-    # 1100 rows of 20 columns: 3 row splits of 384 rows, 3 tiles of 128 rows each (the last
-    # split ragged), then the second kernel sums the 3 partials; fp32 over 1100 rows exercises
-    # the blocked accumulation.
-    "tall_small": dict(M=1100, N=20),
-    # fp16 in, fp32 partials, fp16 out from the second kernel: 2 splits (512 + 188 rows).
-    "fp16_split": dict(M=700, N=12, dtype=torch.float16),
+    # 1100 rows of 10 columns: 3 row splits of 512 rows, 2 tiles of 256 rows each (the last
+    # split ragged, 76 rows), then the second kernel sums the 3 partials; fp32 over 1100 rows
+    # exercises the blocked accumulation.
+    "tall_small": dict(M=1100, N=10),
+    # fp16 in, fp32 partials, fp16 out from the second kernel: 2 splits (512 + 88 rows).
+    "fp16_split": dict(M=600, N=6, dtype=torch.float16),
     # GPU (H200), ~268 MB of x each; the expert runs 512-1024 programs in each. 2048 columns
     # are 8 column blocks of 256 for 132 SMs: a one-stage kernel would run 8 programs, so the
     # rows are split 128 ways (512 rows each).

@@ -30,9 +30,9 @@ REGIMES = {
     # The interpreter scans a tile with numpy's cumsum, one fp32 addition after another, so
     # long fp32 rows there carry a sequential rounding error the GPU's tree scan does not:
     # the long CPU regimes are fp16 (fp32 arithmetic inside, a tolerance of fp16 roundings).
-    "tiny": dict(M=37, N=33),  # one partial 2-D tile of rows and columns
-    # 67 rows of 300: 8 rows a program (9 programs, the last partial), fp16 in, fp32 scan.
-    "fp16_short": dict(M=67, N=300, dtype=torch.float16),
+    "tiny": dict(M=19, N=33),  # one partial 2-D tile of rows (32) and columns (64)
+    # 35 rows of 300: 8 rows a program (5 programs, the last partial), fp16 in, fp32 scan.
+    "fp16_short": dict(M=35, N=300, dtype=torch.float16),
     # 3 rows of 9000: the looped kernel, 3 tiles a row, the last ragged; no split (3 >= 2).
     "long_small": dict(M=3, N=9000, dtype=torch.float16),
     # One row of 20000: split into 2 chunks (12288 + 7712 columns), the second's prefix from
