@@ -3,6 +3,9 @@ against the roofline floor from ceilings measured in the same run.
 
     PYTHONPATH=src python benchmarks/corpus.py [--workloads matmul,softmax] [--regimes large]
 
+Without --workloads, every corpus family (each folder of src/klineage/kernels with a problem, an
+expert and a naive kernel).
+
 Naive and expert go through the gate on cuda (correctness on every regime, bf16 included, then
 the profile stage's timing). Eager, torch.compile and the library kernel are timed here with the
 same method (do_bench median, L2 flushed). Rows are appended to $OUT/corpus.jsonl as they finish,
@@ -25,6 +28,12 @@ from klineage.gate.request import GateRequest
 from klineage.problem import load_problem
 
 KERNELS = Path(__file__).resolve().parents[1] / "src" / "klineage" / "kernels"
+
+
+def corpus_workloads() -> list[str]:
+    """Every corpus family: a folder of KERNELS with problem.py, expert.py and naive.py."""
+    files = ("problem.py", "expert.py", "naive.py")
+    return sorted(d.name for d in KERNELS.iterdir() if all((d / f).exists() for f in files))
 
 
 def library_fn(workload: str, problem: Any, inputs: list[Any]) -> tuple[str, Any] | None:
@@ -95,7 +104,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
-        "--workloads", default="matmul,softmax,rmsnorm,layernorm,attention,cross_entropy"
+        "--workloads",
+        default=",".join(corpus_workloads()),
+        help="comma-separated; default: every corpus family",
     )
     ap.add_argument(
         "--regimes", default="", help="comma-separated; default: each problem's non-CPU regimes"
