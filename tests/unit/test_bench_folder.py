@@ -52,3 +52,23 @@ def test_a_folder_without_problems_or_a_missing_one_says_what_layout_is_expected
         folder_problems(tmp_path)
     with pytest.raises(UsageError, match="expected corpus, heldout, or a folder"):
         suite_problems(str(tmp_path / "missing"))
+
+
+def test_set_over_a_suite_rebinds_the_problems_that_assign_the_name_and_names_the_rest(
+    tmp_path: Path,
+) -> None:
+    from klineage.bench.run import suite_overrides
+
+    root = tmp_path / "kb"
+    (root / "19_ReLU.py").parent.mkdir(parents=True)
+    (root / "19_ReLU.py").write_text("batch_size = 4096\ndim = 393216\n")
+    (root / "19_ReLU_start.py").write_text("# start\n")
+    (root / "23_Softmax.py").write_text("batch_size = 4096\nfeatures = 16384\n")
+    (root / "23_Softmax_start.py").write_text("# start\n")
+    probs = folder_problems(root)
+    per, notes = suite_overrides(probs, {"batch_size": 8, "dim": 300})
+    assert per == {"kb/19_ReLU": {"batch_size": 8, "dim": 300}, "kb/23_Softmax": {"batch_size": 8}}
+    assert notes == ["--set dim: not assigned by kb/23_Softmax (their own value kept)"]
+    with pytest.raises(UsageError, match="--set batch: no problem of the suite assigns it"):
+        suite_overrides(probs, {"batch": 8})
+    assert suite_overrides(probs, {}) == ({}, [])

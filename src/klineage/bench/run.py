@@ -81,7 +81,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         memory = Memory.load(Path(job["memory"])) if job.get("memory") else None
         config = GateConfig.model_validate(job["config"])
         llm = get_backend(job["llm"]) if job.get("llm") else None
-        settings = Settings(budget=job["budget"], regimes=job["regimes"], seed=job["seed"])
+        settings = Settings(budget=job["budget"], regimes=job["regimes"], seed=job["seed"],
+                            overrides=job.get("overrides") or {})  # fmt: skip
         s = optimize(job["problem"], job["naive"], store=store, skills=skills, device=job["device"], policy=job["policy"],
                      settings=settings, config=config, llm=llm, memory=memory)  # fmt: skip
     except KLineageError as e:
@@ -104,7 +105,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         from klineage.lineage.walk import candidate_file, kernel_ms
 
         g = run_gate(job["problem"], candidate_file(Path(job["expert"]).read_text(encoding="utf-8")), device="cuda",
-                     regimes=job["regimes"] or None, config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}))  # fmt: skip
+                     regimes=job["regimes"] or None, config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}),
+                     overrides=job.get("overrides") or None)  # fmt: skip
         ex = kernel_ms(g.model_dump(mode="json")) if g.accepted else {}
         fr = [ex[r] / v["best_ms"] for r, v in regimes.items() if r in ex and v.get("best_ms")]
         row["fraction_of_expert"] = geomean(fr)  # type: ignore[arg-type]
@@ -170,6 +172,7 @@ def run_bench(
     address: str | None = None, workers: int | None = None, per_gpu: int = 1, problems: list[str] | None = None, regimes: list[str] | None = None,
     config: GateConfig | None = None, llm: str | None = None, seed: int = 0, seeds: int = 1, skills_file: Path | None = None,
     rollouts_db: Path | None = None, on_row: Callable[[dict[str, Any], int, int], None] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     from klineage.optimize.policies import policy_names
 
@@ -182,6 +185,7 @@ def run_bench(
     if seeds < 1:
         raise UsageError("--seeds must be at least 1")
     probs = suite_problems(suite, problems)
+    per_problem, set_notes = suite_overrides(probs, overrides or {})
     out.mkdir(parents=True, exist_ok=True)
     config = config or GateConfig()
     # Knowledge files, written once and read by every job.
@@ -199,7 +203,7 @@ def run_bench(
             path.write_text(to_json(lib), encoding="utf-8")
             skill_paths = {bp.workload: str(path) for bp in probs}
     memory_paths: dict[str, str] = {}
-    notes: list[str] = []
+    notes: list[str] = list(set_notes)
     if any(p in MEMORY_POLICIES for p in policies):
         from klineage.store import open_store
 
@@ -219,7 +223,20 @@ def run_bench(
                 )
         rstore.close()
     jobs = [
-        _job(bp, p, budget, device, db, regimes or [], config, llm, sd, skill_paths, memory_paths)
+        _job(
+            bp,
+            p,
+            budget,
+            device,
+            db,
+            regimes or [],
+            config,
+            llm,
+            sd,
+            skill_paths,
+            memory_paths,
+            per_problem.get(bp.name, {}),
+        )
         for bp in probs
         for p in policies
         for sd in (range(seed, seed + seeds) if p in SEEDED_POLICIES else [seed])
@@ -271,8 +288,30 @@ def bench_regimes(bp: BenchProblem, device: str) -> list[str]:
     return (cpu[:1] + gpu) if gpu else []
 
 
+def suite_overrides(
+    probs: list[BenchProblem], overrides: dict[str, Any]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """--set over a suite: each NAME=VALUE rebinds the problems that assign NAME at module
+    level (KernelBench files name their sizes differently); a problem without it keeps its
+    own. A name no problem of the suite assigns is a usage error naming the suite's files."""
+    from klineage.problem.loader import assignable_globals, parse_source
+
+    if not overrides:
+        return {}, []
+    names = {bp.name: set(assignable_globals(parse_source(bp.problem))) for bp in probs}
+    unused = [k for k in overrides if not any(k in n for n in names.values())]
+    if unused:
+        raise UsageError(f"--set {', '.join(unused)}: no problem of the suite assigns it at module level "
+                         f"({', '.join(str(bp.problem) for bp in probs[:3])}{', ...' if len(probs) > 3 else ''})")  # fmt: skip
+    per = {n: {k: v for k, v in overrides.items() if k in have} for n, have in names.items()}
+    notes = [f"--set {k}: not assigned by {', '.join(n for n, have in names.items() if k not in have)} (their own value kept)"
+             for k in overrides if any(k not in have for have in names.values())]  # fmt: skip
+    return per, notes
+
+
 def _job(bp: BenchProblem, policy: str, budget: int, device: str, db: Path, regimes: list[str], config: GateConfig,
-         llm: str | None, seed: int, skills: dict[str, str], memory: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+         llm: str | None, seed: int, skills: dict[str, str], memory: dict[str, str],
+         overrides: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     regimes = regimes or bench_regimes(bp, device)
     return {
         "name": bp.name, "problem": str(bp.problem), "naive": str(bp.naive), "expert": str(bp.expert) if bp.expert else None,
@@ -281,4 +320,5 @@ def _job(bp: BenchProblem, policy: str, budget: int, device: str, db: Path, regi
         "skills": skills.get(bp.workload) if policy in SKILL_POLICIES else None,
         "memory": memory.get(bp.workload) if policy in MEMORY_POLICIES else None,
         "env": {k: v for k, v in os.environ.items() if k.startswith("KLINEAGE_")},
+        "overrides": dict(overrides or {}),
     }  # fmt: skip

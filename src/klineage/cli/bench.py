@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from klineage.cli.common import DbOption, app, console, err_console
+from klineage.cli.common import DbOption, SetOption, app, console, err_console, parse_set
 from klineage.config import GateConfig
 from klineage.errors import KLineageError
 
@@ -87,6 +87,7 @@ def bench(
             help="Also time torch.compile of the reference (once per problem; slow to compile).",
         ),
     ] = True,
+    set_: SetOption = [],  # noqa: B006
     db: DbOption = None,
 ) -> None:
     """Every problem of a suite under every policy, same loop, gate and budget: success,
@@ -97,6 +98,11 @@ def bench(
     `klineage bench --suite corpus --policies random`. Example:
 
       klineage bench --suite heldout --device cuda --budget 10 --out bench-runs/h200
+
+    A folder of KernelBench files at sizes the CPU can run (each NAME=VALUE rebinds the
+    problems that assign NAME; the others keep theirs):
+
+      klineage bench --suite kb/ --set batch_size=8 --set dim=300 --budget 2
     """  # fmt: skip
     from klineage.bench import run_bench
     from klineage.store import default_db_path
@@ -136,7 +142,8 @@ def bench(
 
             result = run_bench(suite, policies=names, budget=budget, device=device, out=out, db=db or default_db_path(), executor=executor,
                                address=address, workers=workers, per_gpu=per_gpu, problems=[p for p in problems.split(",") if p] or None,
-                               regimes=regime, config=config, llm=llm, seeds=seeds, rollouts_db=rollouts, on_row=on_row)  # fmt: skip
+                               regimes=regime, config=config, llm=llm, seeds=seeds, rollouts_db=rollouts, on_row=on_row,
+                               overrides=parse_set(set_))  # fmt: skip
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
