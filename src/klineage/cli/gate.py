@@ -72,7 +72,15 @@ def render_gate(result: GateResult) -> None:
                     if o.max_abs_err is not None and o.tolerance
                     else ""
                 )
-                lines.append(f"{o.regime}: {STATUS_STYLE[o.status]} {escape(o.message)}{err}")
+                shapes = ""
+                if o.input_shapes and s.stage is Stage.CORRECTNESS:
+                    shapes = " [" + ", ".join(
+                        "x".join(map(str, sh)) or "scalar" for sh in o.input_shapes
+                    )
+                    shapes += f" {o.input_dtypes[0]}]" if o.input_dtypes else "]"
+                lines.append(
+                    f"{o.regime}{shapes}: {STATUS_STYLE[o.status]} {escape(o.message)}{err}"
+                )
             details = "\n".join(lines)
         table.add_row(s.stage.value, STATUS_STYLE[s.status], details)
     console.print(table)

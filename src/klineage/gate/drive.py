@@ -264,7 +264,8 @@ def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
     for regime in manifest.regimes:
         event("progress", detail=f"correctness {regime.name}")
         with lock.held(LockMode.SHARED):
-            outcomes.append(checker.regime(regime))
+            outcomes.append(checker.regime(regime).model_copy(
+                update={"input_shapes": regime.input_shapes, "input_dtypes": regime.input_dtypes}))  # fmt: skip
         if checker.seen.fatal:
             break
     verified = [o for o in outcomes if o.status is Status.PASSED]

@@ -78,6 +78,9 @@ class RegimeOutcome(BaseModel):
     # The Triton kernels the candidate launched on this regime (by function name): which code a
     # timing of this regime exercised.
     kernels: list[str] = Field(default_factory=list)
+    # The sizes it ran at (after --set): each input's shape ([] for a non-tensor) and dtype.
+    input_shapes: list[list[int]] = Field(default_factory=list)
+    input_dtypes: list[str] = Field(default_factory=list)
 
 
 # The smallest difference a ratio must show to count: the naive softmax timed beside itself on
