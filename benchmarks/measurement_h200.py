@@ -238,11 +238,14 @@ def _spread(calls: list[dict], alone: dict) -> dict:
 
 
 def load(src: str, workers: int, foreground: int, window_s: float, alone_s: float, tag: str,
-         device: str = "cuda") -> dict:  # fmt: skip
+         device: str = "cuda", warm_s: float = 0.0) -> dict:  # fmt: skip
     """The held-out starting kernels gated `workers` at a time for `window_s` seconds, cold at
     first (round 0: each problem's reference made and timed), then each again as a new candidate
     (a comment appended: no verdict cache hit, the reference's cases reused) as an optimize loop
-    sees them; meanwhile the softmax expert re-timed `foreground` times, after one call alone."""
+    sees them; meanwhile the softmax expert re-timed `foreground` times, after one call alone.
+    With warm_s, round 0 (every start once, and the expert) runs first, `workers` at a time, for
+    at most warm_s seconds, outside the window: the window then measures warm calls (the
+    references cached, as in an optimize loop), and `warm` says how many starts were accepted."""
     jobs = sorted(d for d in HELDOUT.iterdir() if (d / "naive.py").exists())
     base = Path(tempfile.mkdtemp(prefix=f"kl-load-{tag}-"))
     base.chmod(0o755)  # the gate's TMPDIR: a sandbox at uid level (no bwrap) must reach it
@@ -274,8 +277,47 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
         )
         return c
 
-    todo = ((k, d) for k in range(1000) for d in jobs)
+    first_round = 1 if warm_s > 0 else 0
+    todo = ((k, d) for k in range(first_round, 1000) for d in jobs)
     take = threading.Lock()
+
+    def warm_up() -> None:
+        """Round 0 outside the window: each start once, `workers` at a time, and the expert."""
+        left = list(jobs)
+
+        def warmer() -> None:
+            while time.perf_counter() < calls.deadline:
+                with take:
+                    if not left:
+                        return
+                    d = left.pop(0)
+                calls.run(_gate_cmd(d / "problem.py", d / "naive.py", [], device),
+                          {"KLINEAGE_CACHE_DIR": str(cache)}, kind="warm", problem=d.name, round=0)  # fmt: skip
+
+        calls.deadline = time.perf_counter() + warm_s
+        ts = [threading.Thread(target=warmer, daemon=True) for _ in range(max(1, workers - 1))]
+        if foreground:
+            ts.append(
+                threading.Thread(
+                    target=lambda: calls.run(fg_cmd, fg_env, kind="warm", problem="expert"),
+                    daemon=True,
+                )
+            )
+        t0 = calls.now()
+        for t in ts:
+            t.start()
+        while any(t.is_alive() for t in ts) and time.perf_counter() < calls.deadline:
+            time.sleep(1.0)
+        calls.stop_all()
+        for t in ts:
+            t.join(10)
+        warm = [r for r in calls.records if r["kind"] == "warm"]
+        starts = [r for r in warm if r.get("problem") != "expert"]
+        summary["warm"] = {"s": calls.now() - t0, "done": sum(1 for r in starts if not r["cut"]),
+                           "accepted": sum(1 for r in starts if r["accepted"]), "cut": sum(1 for r in warm if r["cut"]),
+                           "rejected": {r["problem"]: r["message"] for r in starts if not r["cut"] and not r["accepted"]}}  # fmt: skip
+        log(f"{tag} warm-up: {summary['warm']['done']}/{len(jobs)} starts done, {summary['warm']['accepted']} accepted, "
+            f"{summary['warm']['cut']} cut, in {summary['warm']['s']:.0f} s")  # fmt: skip
 
     def worker() -> None:
         while time.perf_counter() < calls.deadline:
@@ -290,6 +332,8 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
     t_load: float | None = None  # when the workers started
     try:
+        if warm_s > 0:
+            warm_up()
         if foreground:  # alone: the expert's times without load, and its reference cached
             calls.deadline = time.perf_counter() + alone_s
             alone = calls.run(fg_cmd, fg_env, kind="alone")
@@ -366,6 +410,9 @@ def main() -> int:
     ap.add_argument(
         "--alone", type=float, default=50.0, help="load: cap on the foreground call alone"
     )
+    ap.add_argument(
+        "--warm", type=float, default=0.0, help="load: seconds for round 0 before the window"
+    )
     ap.add_argument("--regimes", default=",".join(SWEEP_REGIMES))
     ap.add_argument("--tag", default="")
     ap.add_argument("--device", default="cuda", help="load: cpu only to try the script itself")
@@ -378,7 +425,7 @@ def main() -> int:
     elif a.phase == "distill":
         data = distill_sweep([r for r in a.regimes.split(",") if r])
     else:
-        data = load(a.src, a.workers, a.foreground, a.window, a.alone, tag, a.device)
+        data = load(a.src, a.workers, a.foreground, a.window, a.alone, tag, a.device, a.warm)
     name = f"measurement-{a.phase}{('-' + tag) if tag else ''}.json"
     (out_dir() / name).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
     log("wrote", out_dir() / name)
