@@ -23,7 +23,11 @@ def _timed(
         h = host[i] if host else [x * 3 for x in d]
         t.add(
             SimpleNamespace(
-                device=d, host=h, capture_error=capture, sets=4, picked={"k": "BLOCK=64"},
+                device=d,
+                host=h,
+                capture_error=capture,
+                sets=4,
+                picked={"k": "BLOCK=64"},
                 forced={},
             )
         )
