@@ -10,7 +10,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from klineage.cli.common import DbOption, _library, _open_store, app, console, err_console
+from klineage.cli.common import (
+    DbOption,
+    SetOption,
+    _library,
+    _open_store,
+    app,
+    console,
+    err_console,
+    parse_set,
+)
 from klineage.errors import KLineageError
 
 skills_app = typer.Typer(
@@ -162,16 +171,29 @@ def skills_retrieve(
     capability: Annotated[
         str | None, typer.Option(help="Target compute capability, e.g. 9.0 (H100/H200).")
     ] = "9.0",
+    set_: SetOption = [],  # noqa: B006
     db: DbOption = None,
 ) -> None:
     """The library's skills for a target kernel: selected (static conditions hold, measured ones
-    predict a gain on some regime) ranked by predicted speedup, then the excluded, each with why."""
+    predict a gain on some regime) ranked by predicted speedup, then the excluded, each with why.
+    The conditions are read at the problem's regimes, at the sizes --set gives them."""
+    from klineage.problem.loader import check_overrides
+    from klineage.problem.shapes import features, regime_shapes
     from klineage.skills.retrieve import retrieve
 
     try:
+        overrides = parse_set(set_)
+        check_overrides(problem, overrides)
         _, skills, label = _library(db)
         console.print(f"skills from {escape(label)}")
-        results = retrieve(skills, problem, kernel, device=device, capability=capability)
+        target = (
+            {r: features(e) for r, e in regime_shapes(problem, overrides=overrides).items()}
+            if overrides
+            else None
+        )
+        results = retrieve(
+            skills, problem, kernel, device=device, capability=capability, target=target
+        )
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
