@@ -109,7 +109,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                      overrides=job.get("overrides") or None)  # fmt: skip
         ex = kernel_ms(g.model_dump(mode="json")) if g.accepted else {}
         fr = [ex[r] / v["best_ms"] for r, v in regimes.items() if r in ex and v.get("best_ms")]
-        row["fraction_of_expert"] = geomean(fr)  # type: ignore[arg-type]
+        row["fraction_of_expert"] = geomean(fr)
         row["expert_ms"] = ex
     return row
 

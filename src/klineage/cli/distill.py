@@ -200,7 +200,7 @@ def distill(
                         )
 
                 lid = run_distill(problem, expert, on_event=on_event, **walk)
-        if probe and store.get_lineage(lid).status == "done":  # type: ignore[union-attr]
+        if probe and store.get_lineage(lid).status == "done":
             _probe(store, lid, config, quiet=as_json)
         view = load_view(store, lid)
     except KLineageError as e:

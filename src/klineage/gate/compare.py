@@ -286,7 +286,7 @@ def compare_outputs(
             return Comparison(False, f"{label}: got {type(a).__name__}, expected a tensor")
         exact_k: Callable[[], Any] | None = (
             (lambda k=k: exact_for(k)) if exact is not None else None
-        )  # type: ignore[misc]
+        )
         c = compare_tensor(a, b, tol_for(dtype_name(b.dtype)), label, atol_scale, exact_k, no_exact)
         if not c.ok:
             return c

@@ -203,7 +203,7 @@ def _install_process_guards() -> None:
             raise RuntimeError("threads may not be started inside forward")
         return original_new(*a, **k)
 
-    _thread.start_new_thread = start_new_thread  # type: ignore[assignment]
+    _thread.start_new_thread = start_new_thread
     STATE.harness_threads = {t.ident or 0 for t in threading.enumerate()}
 
 

@@ -53,7 +53,7 @@ class OpenAIChat:
         where = self.base_url or "the OpenAI API"
         try:
             r = self.client.chat.completions.create(
-                model=self.model, messages=[{"role": m.role, "content": m.content} for m in messages],  # type: ignore[misc]
+                model=self.model, messages=[{"role": m.role, "content": m.content} for m in messages],
                 max_tokens=max_tokens, temperature=temperature, timeout=timeout_s,
             )  # fmt: skip
         except o.APITimeoutError as e:

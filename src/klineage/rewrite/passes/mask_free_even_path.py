@@ -198,7 +198,7 @@ class _Finder(cst.CSTVisitor):
         fast, general = (node.orelse.body, node.body) if negate else (node.body, node.orelse.body)
         if _calls(fast, *_MEM) and len(_masked(fast)) < len(_masked(general)):
             line = self.get_metadata(PositionProvider, node).start.line
-            stmts = list(general.body)  # type: ignore[attr-defined]
+            stmts = list(general.body)
             shape = {"statements": len(stmts), "leading_helpers": _first_masked(stmts)}
             self.backward.append((node, fn, line, {**p, "negated": negate, **shape}))
             self.even_blocks.update({id(node.body), id(node.orelse.body)})
@@ -333,7 +333,7 @@ class _Rewrite(cst.CSTTransformer):
         if original_node is not self.kw.get("target") or updated_node.orelse is None:
             return updated_node
         general = updated_node.body if self.kw["negated"] else updated_node.orelse.body
-        stmts: list[Any] = list(general.body)  # type: ignore[attr-defined]
+        stmts: list[Any] = list(general.body)
         blanks, _ = _leading(updated_node.leading_lines)  # comments above the `if` go with it
         stmts[0] = stmts[0].with_changes(leading_lines=[*blanks, *stmts[0].leading_lines])
         return cst.FlattenSentinel(stmts)

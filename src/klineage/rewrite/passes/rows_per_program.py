@@ -200,7 +200,7 @@ def known_names(module: cst.Module, func: cst.FunctionDef) -> set[str]:
     for n in walk(module):
         if isinstance(n, cst.ImportAlias):
             target = n.asname.name if n.asname else n.name
-            known.add(dotted(target).split(".")[0])  # type: ignore[arg-type]
+            known.add(dotted(target).split(".")[0])
     return known
 
 
@@ -332,7 +332,7 @@ def _triton_alias(module: cst.Module) -> str | None:
         if isinstance(n, cst.Import):
             for a in n.names:
                 if dotted(a.name) == "triton":
-                    return dotted(a.asname.name) if a.asname is not None else "triton"  # type: ignore[arg-type]
+                    return dotted(a.asname.name) if a.asname is not None else "triton"
     return None
 
 

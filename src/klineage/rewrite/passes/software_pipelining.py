@@ -61,7 +61,7 @@ def _language_aliases(module: cst.Module) -> list[str]:
             if isinstance(small, cst.Import):
                 for a in small.names:
                     if dotted(a.name) == "triton.language" and a.asname is not None:
-                        names.append(dotted(a.asname.name))  # type: ignore[arg-type]
+                        names.append(dotted(a.asname.name))
             elif (
                 isinstance(small, cst.ImportFrom)
                 and small.module is not None
@@ -71,7 +71,7 @@ def _language_aliases(module: cst.Module) -> list[str]:
                 for a in small.names:
                     if dotted(a.name) == "language":
                         alias = a.asname.name if a.asname is not None else a.name
-                        names.append(dotted(alias))  # type: ignore[arg-type]
+                        names.append(dotted(alias))
     return [*names, "tl", "triton.language"]
 
 
