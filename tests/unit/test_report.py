@@ -13,12 +13,22 @@ import pytest
 from klineage.errors import LoadError
 from klineage.report import load_bench, render_report, write_report
 from klineage.report.html import _anytime
+from klineage.report.verdict import empty_reason, headline
 from klineage.skills import read_json
 from klineage.skills.library import shipped_library_path
 from tests.browser import INSTALL, chromium, console_messages, load_page
 
 EVIL = "<script>alert(1)</script>"
-SECTIONS = ("summary", "curves", "problems", "lineages", "skills")
+SECTIONS = (
+    "summary",
+    "curves",
+    "speedups",
+    "predicted",
+    "roofline",
+    "problems",
+    "lineages",
+    "skills",
+)
 
 
 def _skills() -> list[dict[str, Any]]:
@@ -193,3 +203,112 @@ def test_console_lines_are_parsed() -> None:
         '"x", source: file:///t.html (2)',
         '"multi\nline", source: file:///t.html (3)',
     ]
+
+
+# --------------------------------------------------------------------------- the claim
+
+
+def made_up(speedups: dict[str, list[float]], **bench_kw: Any) -> dict[str, Any]:
+    """A bench of one problem per value: policy -> final speedup per problem (no summary, so
+    the page computes the geomeans from these rows)."""
+    rows = [
+        {"problem": f"heldout/p{i}", "policy": pol, "success": True, "label": "measured",
+         "speedup": v, "vs_eager": 1.0, "vs_compile": None, "fraction_of_expert": None,
+         "pct_of_floor": 40.0, "gate_calls": 3, "calls_to_95": 1, "curve": [[0, 1.0], [1, v]],
+         "applied": []}
+        for pol, vals in speedups.items()
+        for i, v in enumerate(vals)
+    ]  # fmt: skip
+    return {"schema": 1, "suite": "heldout", "device": "cuda", "budget": 3,
+            "policies": list(speedups), "rows": rows} | bench_kw  # fmt: skip
+
+
+def test_headline_says_ahead_behind_or_within_the_spread() -> None:
+    ahead = headline(
+        made_up({"klineage": [2.0, 2.0], "random": [1.5, 1.5], "what-only": [1.0, 1.0]})
+    )
+    assert ahead.startswith("klineage: 2.00× geomean over the naive starts on 2 held-out problems")
+    assert "1.33× ahead of the best baseline (random, 1.50×)" in ahead
+    assert "torch.compile not timed in this bench (--no-compile)" in ahead
+    behind = headline(made_up({"klineage": [1.0], "random": [1.2]}))
+    assert "1.20× behind the best baseline (random, 1.20×)" in behind
+    tie = headline(made_up({"klineage": [1.30], "random": [1.28]}))
+    assert "no policy is ahead by more than the spread (5%; one seed" in tie
+    alone = headline(made_up({"klineage": [1.5]}))
+    assert "no baseline in this bench" in alone
+
+
+def test_headline_uses_the_spread_across_seeds() -> None:
+    # random's geomean ranges 1.0x..1.5x over its seeds: klineage's 1.3x lead is inside it.
+    b = made_up({"klineage": [1.3 * 1.22], "random": [1.0, 1.5]}, seeds=2)
+    b["rows"][1].update(problem="heldout/p0", seed=0)
+    b["rows"][2].update(problem="heldout/p0", seed=1)
+    text = headline(b)
+    assert "within the spread" in text or "no policy is ahead" in text
+    assert "random's range across seeds" in text
+    page = render_report(b)
+    assert "1.00–1.50×" in section(page, "problems")  # the seed range in the fold
+
+
+def test_headline_on_the_cpu_claims_nothing() -> None:
+    b = made_up({"klineage": [1.0], "random": [1.0]}, device="cpu")
+    for r in b["rows"]:
+        r.update(label="predicted, not measured", speedup=None, vs_eager=None, pct_of_floor=None)
+    assert headline(b).startswith("Predicted, not measured (the CPU): no kernel was timed")
+    page = render_report(b)
+    assert "No measured speedup in this bench" in section(page, "speedups")
+    assert "nothing was timed" in section(page, "predicted")
+    assert "not measured on the CPU: predicted only" in section(page, "problems")
+
+
+def test_every_empty_cell_says_why() -> None:
+    b = bench()
+    b["rows"][1]["fraction_of_expert"] = None
+    page = render_report(b)
+    problems = section(page, "problems")
+    # vs compile and fraction of expert: the reasons held-out rows have.
+    assert "no expert kernel for held-out problems" in page
+    assert "the run failed: no final kernel to time" in problems
+    assert "one seed per run (--seeds 1)" in problems
+    # Every dash in a table cell carries a title and a note number.
+    for td in re.findall(r'<td class="num na">(.*?)</td>', page):
+        assert 'class="why" title="' in td, td
+    assert 'id="why-problems-1"' in problems and 'id="why-summary-1"' in section(page, "summary")
+    reasons = {
+        (field, empty_reason(b, b["rows"][1], field))
+        for field in ("speedup", "vs_compile", "fraction_of_expert", "calls_to_95")
+    }
+    assert (
+        "vs_compile",
+        "torch.compile of this problem's reference was not timed (it failed to compile)",
+    ) in reasons
+    corpus = b | {"suite": "corpus"}
+    assert empty_reason(
+        corpus, b["rows"][0] | {"fraction_of_expert": None}, "fraction_of_expert"
+    ) == ("no expert kernel (expert.py) for this problem")
+    nothing = b["rows"][0] | {"speedup": 1.0, "calls_to_95": None}
+    assert (
+        empty_reason(b, nothing, "calls_to_95")
+        == "nothing gained over the start: no 95% mark to reach"
+    )
+
+
+def test_claim_sections_render() -> None:
+    b = bench()
+    b["rows"][0]["applied"][0]["predicted"] = 1.3
+    page = render_report(b)
+    assert 'id="verdict"' in page and "klineage: " in page.split('id="verdict"')[1][:200]
+    assert "<circle" in section(page, "speedups") and "final speedup" in section(page, "speedups")
+    predicted = section(page, "predicted")
+    assert "<svg" in predicted and "1 kept trials with a prediction" in predicted
+    assert (
+        "rows_per_program on rmsnorm_gemma (klineage): predicted 1.30×, measured 1.50×" in predicted
+    )
+    assert "<svg" in section(page, "roofline")
+    problems = section(page, "problems")
+    assert problems.count('<details class="problem"') == 2
+    assert '<a href="#problem-heldout-softmax_wide">' in problems
+    # No predictions at all: the reason replaces the chart.
+    assert "no kept trial carries a skill&#x27;s predicted speedup" in section(
+        render_report(bench()), "predicted"
+    )

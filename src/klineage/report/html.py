@@ -10,21 +10,42 @@ Any numeric field may be null or missing: it renders as "–". A row with an "er
 
 from __future__ import annotations
 
-import html
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from klineage.errors import LoadError
-from klineage.metrics import PAYS_OFF, geomean
+from klineage.metrics import geomean
+from klineage.report.problems import (
+    Why,
+    predicted_section,
+    problems_section,
+    roofline_section,
+    speedups_section,
+)
+from klineage.report.values import (
+    DASH,
+    _cls,
+    _e,
+    _fmt,
+    _is_predicted,
+    _num,
+    _pct,
+    _policies,
+    _problems,
+    _rows,
+    _short_path,
+    _td_times,
+    _times,
+)
+from klineage.report.verdict import headline, policy_reason, policy_summary
 from klineage.skills.model import Skill
 
-DASH = "–"
 SCHEMA = 1
 # Okabe-Ito (colour-blind safe, yellow left out for contrast); dashes tell lines apart in grey.
 COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
@@ -66,87 +87,12 @@ def write_report(run: Path, out: Path) -> Path:
 # --------------------------------------------------------------------------- values
 
 
-def _e(x: object) -> str:
-    """Escaped text of any value (None is the empty string)."""
-    return html.escape("" if x is None else str(x), quote=True)
-
-
-def _num(x: object) -> float | None:
-    """A finite number, or None (null, missing, text, bool, NaN and inf are not numbers here)."""
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    v = float(x)
-    return v if math.isfinite(v) else None
-
-
-def _fmt(x: object, spec: str, suffix: str = "") -> str:
-    v = _num(x)
-    return DASH if v is None else f"{v:{spec}}{suffix}"
-
-
-def _times(x: object) -> str:
-    return _fmt(x, ".2f", "×")
-
-
-def _pct(x: object) -> float | None:
-    v = _num(x)
-    return None if v is None else 100 * v
-
-
-def _cls(x: object) -> str:
-    """CSS class of a speedup: up (>= 1.05), down (<= 1/1.05), or neutral."""
-    v = _num(x)
-    if v is None:
-        return "na"
-    return "up" if v >= PAYS_OFF else "down" if v <= 1 / PAYS_OFF else "flat"
-
-
-def _td_times(x: object) -> str:
-    return f'<td class="num {_cls(x)}">{_times(x)}</td>'
-
-
-def _mean(xs: Iterable[float]) -> float | None:
-    vals = list(xs)
-    return sum(vals) / len(vals) if vals else None
-
-
-def _short_path(p: object) -> str:
-    """The last two parts of a path (softmax/expert.py): the full path goes in a title."""
-    parts = PurePosixPath(str(p or "")).parts
-    return "/".join(parts[-2:]) if parts else DASH
-
-
-def _rows(bench: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = bench.get("rows")
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
-
-
-def _policies(bench: dict[str, Any]) -> list[str]:
-    """bench["policies"] in order, then any policy that only appears in the rows."""
-    given = bench.get("policies")
-    out = [str(p) for p in given] if isinstance(given, list) else []
-    for r in _rows(bench):
-        p = str(r.get("policy"))
-        if p not in out:
-            out.append(p)
-    return out
-
-
-def _problems(bench: dict[str, Any]) -> list[str]:
-    return sorted({str(r.get("problem")) for r in _rows(bench)})
-
-
 def _budget(bench: dict[str, Any]) -> int:
     b = _num(bench.get("budget"))
     if b is not None and b >= 1:
         return int(b)
     xs = [x for r in _rows(bench) for x, _ in _curve(r)]
     return max(1, int(max(xs, default=1)))
-
-
-def _is_predicted(row: dict[str, Any]) -> bool:
-    label = row.get("label")
-    return label is not None and str(label) != "measured"
 
 
 # --------------------------------------------------------------------------- curves
@@ -310,54 +256,6 @@ def _section(sid: str, title: str, body: str) -> str:
     return f'<section id="{sid}"><h2>{_e(title)}</h2>\n{body}\n</section>\n'
 
 
-def _summary_of(bench: dict[str, Any], policy: str) -> tuple[dict[str, Any], bool]:
-    """The producer's summary for a policy, or one computed from the rows (second item True)."""
-    summary = bench.get("summary")
-    given = summary.get(policy) if isinstance(summary, dict) else None
-    rows = [r for r in _rows(bench) if str(r.get("policy")) == policy]
-    if isinstance(given, dict):
-        if "anytime_mean" not in given:  # files written before the bench summarized it
-            given = {**given, "anytime_mean": _anytime_mean(bench, rows)}
-        return given, False
-
-    def vals(key: str) -> list[float]:
-        return [v for r in rows if r.get("success") and (v := _num(r.get(key))) is not None]
-
-    return {
-        "problems": len({r.get("problem") for r in rows}),
-        "success_rate": _mean(1.0 if r.get("success") else 0.0 for r in rows),
-        "geomean_speedup": geomean(vals("speedup")),
-        "geomean_vs_eager": geomean(vals("vs_eager")),
-        "geomean_vs_compile": geomean(vals("vs_compile")),
-        "geomean_fraction_of_expert": geomean(vals("fraction_of_expert")),
-        "mean_calls_to_95": _mean(vals("calls_to_95")),
-    }, True
-
-
-def _anytime_mean(bench: dict[str, Any], rows: list[dict[str, Any]]) -> float | None:
-    from klineage.bench.run import anytime
-
-    def points(r: dict[str, Any]) -> list[Any]:
-        curve = r.get("curve")
-        return curve if isinstance(curve, list) else []
-
-    ok = [{"curve": [p for p in points(r) if _curve_point(p)]} for r in rows]
-    n_max = max((int(p[0]) for r in _rows(bench) for p in points(r) if _curve_point(p)), default=0)
-    if not ok or not n_max:
-        return None
-    curve = anytime(ok, n_max)
-    return sum(curve) / len(curve)
-
-
-def _curve_point(p: object) -> bool:
-    return (
-        isinstance(p, list | tuple)
-        and len(p) == 2
-        and _num(p[0]) is not None
-        and _num(p[1]) is not None
-    )
-
-
 def _summary(bench: dict[str, Any]) -> str:
     env_raw = bench.get("environment")
     env: dict[str, Any] = env_raw if isinstance(env_raw, dict) else {}
@@ -391,10 +289,6 @@ def _summary(bench: dict[str, Any]) -> str:
             f"<strong>{_e(' / '.join(labels))}</strong>: no kernel was timed for them "
             f"(device {_e(bench.get('device'))}). Their speedups are predictions, not measurements.</p>"
         )
-    with_expert = any(
-        _num(_summary_of(bench, p)[0].get("geomean_fraction_of_expert")) is not None
-        for p in policies
-    ) or any(_num(r.get("fraction_of_expert")) is not None for r in rows)
     head = [
         "policy",
         "problems",
@@ -405,29 +299,42 @@ def _summary(bench: dict[str, Any]) -> str:
         "geomean vs eager",
         "geomean vs torch.compile",
     ]
-    if with_expert:
-        head.append("geomean fraction of expert")
-    head.append("results")
+    head += ["geomean fraction of expert", "results"]
     out.append('<table id="summary-table" class="data"><thead><tr>')
     out += [f"<th>{_e(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
     computed_any = False
+    why = Why("summary")
     for p in policies:
-        s, computed = _summary_of(bench, p)
+        s, computed = policy_summary(bench, p)
         computed_any |= computed
         labels = sorted({str(r.get("label")) for r in rows if str(r.get("policy")) == p} - {"None"})
+
+        def why_td(
+            key: str, row_key: str, text: str, times: bool = True, s: Any = s, p: str = p
+        ) -> str:
+            if _num(s.get(key)) is not None:
+                return _td_times(s.get(key)) if times else f'<td class="num">{text}</td>'
+            return f'<td class="num na">{why.dash(policy_reason(bench, p, row_key))}</td>'
+
         cells = [
             f'<th scope="row">{_e(p)}{"*" if computed else ""}</th>',
             f'<td class="num">{_fmt(s.get("problems"), ".0f")}</td>',
             f'<td class="num">{_fmt(_pct(s.get("success_rate")), ".0f", "%")}</td>',
-            _td_times(s.get("geomean_speedup")),
-            f'<td class="num">{_fmt(s.get("mean_calls_to_95"), ".1f")}</td>',
+            why_td("geomean_speedup", "speedup", ""),
+            why_td(
+                "mean_calls_to_95", "calls_to_95", _fmt(s.get("mean_calls_to_95"), ".1f"), False
+            ),
             _td_times(s.get("anytime_mean")),
-            _td_times(s.get("geomean_vs_eager")),
-            _td_times(s.get("geomean_vs_compile")),
+            why_td("geomean_vs_eager", "vs_eager", ""),
+            why_td("geomean_vs_compile", "vs_compile", ""),
+            why_td(
+                "geomean_fraction_of_expert",
+                "fraction_of_expert",
+                _fmt(s.get("geomean_fraction_of_expert"), ".2f"),
+                False,
+            ),
         ]
-        if with_expert:
-            cells.append(f'<td class="num">{_fmt(s.get("geomean_fraction_of_expert"), ".2f")}</td>')
         cells.append(f"<td>{_e(', '.join(labels)) or DASH}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
@@ -441,6 +348,7 @@ def _summary(bench: dict[str, Any]) -> str:
     if computed_any:
         notes.append("* no summary in the file for this policy: computed here from its rows.")
     out += [f'<p class="note">{_e(n)}</p>' for n in notes]
+    out.append(why.notes())
     if env:
         out.append('<details><summary>environment</summary><table class="kv">')
         out += [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in env.items()]
@@ -498,7 +406,7 @@ def _curves(bench: dict[str, Any]) -> str:
 
 def _applied(items: object) -> str:
     if not isinstance(items, list) or not items:
-        return DASH
+        return '<span class="muted">nothing kept</span>'
     lis = []
     for a in items:
         if isinstance(a, dict):
@@ -518,56 +426,6 @@ def _applied(items: object) -> str:
         else:
             lis.append(f"<li>{_e(a)}</li>")
     return '<ul class="applied">' + "".join(lis) + "</ul>"
-
-
-def _problem_table(bench: dict[str, Any]) -> str:
-    rows = _rows(bench)
-    order = {p: i for i, p in enumerate(_policies(bench))}
-    head = [
-        "problem", "policy", "success", "result", "speedup", "vs eager", "vs compile",
-        "fraction of expert", "% of roofline floor", "gate calls", "calls to 95%", "applied",
-        "stop reason",
-    ]  # fmt: skip
-    out = ['<table id="problems-table" class="data"><thead><tr>']
-    out += [f"<th>{_e(h)}</th>" for h in head]
-    out.append("</tr></thead><tbody>")
-    several = (_num(bench.get("seeds")) or 1) > 1
-
-    def seeded(r: dict[str, Any]) -> str:
-        return f" (seed {_e(r.get('seed'))})" if several and r.get("seed") is not None else ""
-
-    for prob in _problems(bench):
-        prs = sorted(
-            (r for r in rows if str(r.get("problem")) == prob),
-            key=lambda r: order.get(str(r.get("policy")), len(order)),
-        )
-        for i, r in enumerate(prs):
-            ok = r.get("success")
-            mark = DASH if ok is None else ("✓" if ok else "✗")
-            stop = _e(r.get("stop_reason")) or DASH
-            if r.get("error"):
-                stop += f'<div class="error">error: {_e(r.get("error"))}</div>'
-            cells = []
-            if i == 0:
-                cells.append(f'<th scope="rowgroup" rowspan="{len(prs)}">{_e(prob)}</th>')
-            cells += [
-                f"<td>{_e(r.get('policy'))}{seeded(r)}</td>",
-                f'<td class="{"ok" if ok else "bad" if ok is not None else "na"}">{mark}</td>',
-                f"<td>{_e(r.get('label')) or DASH}</td>",
-                _td_times(r.get("speedup")),
-                _td_times(r.get("vs_eager")),
-                _td_times(r.get("vs_compile")),
-                f'<td class="num">{_fmt(r.get("fraction_of_expert"), ".2f")}</td>',
-                f'<td class="num">{_fmt(r.get("pct_of_floor"), ".1f", "%")}</td>',
-                f'<td class="num">{_fmt(r.get("gate_calls"), ".0f")}</td>',
-                f'<td class="num">{_fmt(r.get("calls_to_95"), ".0f")}</td>',
-                f"<td>{_applied(r.get('applied'))}</td>",
-                f'<td class="stop">{stop}</td>',
-            ]
-            cls = ' class="failed"' if ok is False or r.get("error") else ""
-            out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
-    return _section("problems", "Problems × policies", "\n".join(out))
 
 
 # --------------------------------------------------------------------------- skills
@@ -785,18 +643,28 @@ details.card { border: 1px solid var(--line); border-radius: 6px; padding: 6px 1
 details.card > summary { cursor: pointer; }
 pre.diff .add { color: var(--up); } pre.diff .del { color: var(--down); }
 pre.diff .hunk { color: #8250df; } pre.diff .meta { color: var(--muted); }
+.verdict { font-size: 17px; font-weight: 600; max-width: 1000px; margin: 6px 0 10px; }
+.why { cursor: help; } .why sup { font-size: 9px; margin-left: 1px; } .why sup a { color: var(--muted); }
+ol.why { color: var(--muted); font-size: 13px; } .range { color: var(--muted); font-size: 11px; }
+svg.chart .band { fill: #f6f8fa; }
+details.problem { border-bottom: 1px solid var(--line); padding: 4px 0; }
+details.problem > summary { cursor: pointer; } details.problem table { margin-left: 16px; }
 """
 
 
 def render_report(bench: dict[str, Any]) -> str:
     """The whole page for a bench result (the dict in bench.json)."""
     skills, bad = _skills(bench)
+    style = _style(_policies(bench))
     title = f"klineage bench {bench.get('suite') or ''} {bench.get('id') or ''}".strip()
     nav = "".join(
         f'<a href="#{sid}">{name}</a>'
         for sid, name in (
             ("summary", "Summary"),
             ("curves", "Anytime curves"),
+            ("speedups", "Final speedups"),
+            ("predicted", "Predicted vs measured"),
+            ("roofline", "Roofline"),
             ("problems", "Problems"),
             ("lineages", "Lineages"),
             ("skills", "Skills"),
@@ -810,11 +678,15 @@ def render_report(bench: dict[str, Any]) -> str:
         "style-src 'unsafe-inline'\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
-        f"<header><h1>{_e(title)}</h1><nav>{nav}</nav></header>",
+        f"<header><h1>{_e(title)}</h1>"
+        f'<p id="verdict" class="verdict">{_e(headline(bench))}</p><nav>{nav}</nav></header>',
         "<main>",
         _summary(bench),
         _curves(bench),
-        _problem_table(bench),
+        speedups_section(bench, style),
+        predicted_section(bench, style),
+        roofline_section(bench, style),
+        problems_section(bench, _applied),
         _lineages(skills),
         _skills_section(skills, bad),
         "</main>",

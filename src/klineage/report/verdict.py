@@ -1,0 +1,268 @@
+"""What the report claims, computed from the bench dict: each policy's summary, the headline
+verdict, the spread across seeds, and why a value is missing where it is.
+
+Plain text out (the page escapes it), so each piece is testable on made-up rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from klineage.metrics import PAYS_OFF, geomean
+from klineage.report.values import _is_predicted, _mean, _num, _policies, _problems, _rows
+
+SUITE_NAMES = {"heldout": "held-out", "corpus": "corpus"}
+# The policy whose claim the headline states; the others are its baselines.
+MAIN_POLICY = "klineage"
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def policy_summary(bench: dict[str, Any], policy: str) -> tuple[dict[str, Any], bool]:
+    """The producer's summary for a policy, or one computed from the rows (second item True)."""
+    summary = bench.get("summary")
+    given = summary.get(policy) if isinstance(summary, dict) else None
+    rows = [r for r in _rows(bench) if str(r.get("policy")) == policy]
+    if isinstance(given, dict):
+        if "anytime_mean" not in given:  # files written before the bench summarized it
+            given = {**given, "anytime_mean": _anytime_mean(bench, rows)}
+        return given, False
+
+    def vals(key: str) -> list[float]:
+        return [v for r in rows if r.get("success") and (v := _num(r.get(key))) is not None]
+
+    return {
+        "problems": len({r.get("problem") for r in rows}),
+        "success_rate": _mean(1.0 if r.get("success") else 0.0 for r in rows),
+        "geomean_speedup": geomean(vals("speedup")),
+        "geomean_vs_eager": geomean(vals("vs_eager")),
+        "geomean_vs_compile": geomean(vals("vs_compile")),
+        "geomean_fraction_of_expert": geomean(vals("fraction_of_expert")),
+        "mean_calls_to_95": _mean(vals("calls_to_95")),
+        "anytime_mean": _anytime_mean(bench, rows),
+    }, True
+
+
+def _anytime_mean(bench: dict[str, Any], rows: list[dict[str, Any]]) -> float | None:
+    from klineage.bench.run import anytime
+
+    def points(r: dict[str, Any]) -> list[Any]:
+        curve = r.get("curve")
+        return curve if isinstance(curve, list) else []
+
+    ok = [{"curve": [p for p in points(r) if _curve_point(p)]} for r in rows]
+    n_max = max((int(p[0]) for r in _rows(bench) for p in points(r) if _curve_point(p)), default=0)
+    if not ok or not n_max:
+        return None
+    curve = anytime(ok, n_max)
+    return sum(curve) / len(curve)
+
+
+def _curve_point(p: object) -> bool:
+    return (
+        isinstance(p, list | tuple)
+        and len(p) == 2
+        and _num(p[0]) is not None
+        and _num(p[1]) is not None
+    )
+
+
+# --------------------------------------------------------------------------- seeds
+
+
+def seed_spread(rows: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """(min, max) final speedup over the seeds of one (problem, policy); None under two seeds.
+    A failed seed counts 1.0x, as in the bench's geomeans."""
+    by_seed = {r.get("seed"): _num(r.get("speedup")) or 1.0 for r in rows if _counted(r)}
+    if len(by_seed) < 2:
+        return None
+    return min(by_seed.values()), max(by_seed.values())
+
+
+def _counted(r: dict[str, Any]) -> bool:
+    return not _is_predicted(r) or r.get("success") is False
+
+
+def seed_geomeans(bench: dict[str, Any], policy: str) -> list[float]:
+    """Per seed, the geomean over problems of the policy's final speedup (failed: 1.0x); empty
+    unless the policy ran under two or more seeds."""
+    rows = [r for r in _rows(bench) if str(r.get("policy")) == policy and r.get("seed") is not None]
+    seeds = sorted({r["seed"] for r in rows}, key=str)
+    if len(seeds) < 2:
+        return []
+    out = []
+    for sd in seeds:
+        g = geomean(_num(r.get("speedup")) or 1.0 for r in rows if r["seed"] == sd)
+        if g is not None:
+            out.append(g)
+    return out
+
+
+def spread_band(bench: dict[str, Any], policies: list[str]) -> tuple[float, str]:
+    """The ratio two policies' geomeans must differ by to call one ahead, and what it is: the
+    widest range of a policy's geomean across seeds, never under the 5% that counts as paying
+    off elsewhere (docs/SKILLS.md)."""
+    widest = max(
+        ((max(g) / min(g), p) for p in policies if len(g := seed_geomeans(bench, p)) > 1),
+        default=None,
+    )
+    if widest is not None and widest[0] > PAYS_OFF:
+        return widest[0], f"{_pct_text(widest[0])}, {widest[1]}'s range across seeds"
+    if widest is not None:
+        return PAYS_OFF, "5%: the seeds varied less than the pays-off threshold"
+    return PAYS_OFF, "5%; one seed, so no spread was measured"
+
+
+def _pct_text(ratio: float) -> str:
+    return f"{100 * (ratio - 1):.0f}%"
+
+
+# --------------------------------------------------------------------------- headline
+
+
+def headline(bench: dict[str, Any]) -> str:
+    """One to three sentences: the main policy's geomean over the naive starts, against the
+    best baseline, within or beyond the spread; who gains fastest; torch.compile."""
+    rows = _rows(bench)
+    if not rows:
+        return "No results in this bench."
+    device = str(bench.get("device") or "?")
+    measured = [r for r in rows if not _is_predicted(r)]
+    ok = sum(1 for r in rows if r.get("success"))
+    if not any(_num(r.get("speedup")) is not None for r in measured):
+        where = "the CPU" if device == "cpu" else f"device {device}"
+        return (
+            f"Predicted, not measured ({where}): no kernel was timed, so this page claims no "
+            f"speedup; {ok} of {len(rows)} runs ended with a correct kernel."
+        )
+    policies = [p for p in _policies(bench) if any(str(r.get("policy")) == p for r in rows)]
+    main = MAIN_POLICY if MAIN_POLICY in policies else policies[0]
+    summ = {p: policy_summary(bench, p)[0] for p in policies}
+    g = {p: v for p in policies if (v := _num(summ[p].get("geomean_speedup"))) is not None}
+    n = len({r.get("problem") for r in rows if str(r.get("policy")) == main})
+    suite = SUITE_NAMES.get(str(bench.get("suite")), str(bench.get("suite") or ""))
+    problems = f"{n} {suite} problem{'s' if n != 1 else ''}".replace("  ", " ")
+    if main not in g:
+        return f"{main}: no measured speedup on {problems}."
+    out = [f"{main}: {g[main]:.2f}× geomean over the naive starts on {problems}"]
+    others = {p: v for p, v in g.items() if p != main}
+    band, band_text = spread_band(bench, list(g))
+    if others:
+        best = max(others, key=lambda p: others[p])
+        ratio = g[main] / others[best]
+        vs = f"the best baseline ({best}, {others[best]:.2f}×)"
+        if ratio >= band:
+            out[0] += f", {ratio:.2f}× ahead of {vs}."
+        elif ratio <= 1 / band:
+            out[0] += f", {1 / ratio:.2f}× behind {vs}."
+        elif max(g.values()) / min(g.values()) < band:
+            out[0] += f"; no policy is ahead by more than the spread ({band_text})."
+        else:
+            out[0] += f", within the spread ({band_text}) of {vs}."
+    else:
+        out[0] += "; no baseline in this bench."
+    anytime = {p: v for p in policies if (v := _num(summ[p].get("anytime_mean"))) is not None}
+    if len(anytime) > 1 and main in anytime:
+        lead = max(anytime, key=lambda p: anytime[p])
+        if lead != main and anytime[lead] / anytime[main] >= band:
+            out.append(
+                f"{lead} gains fastest: {anytime[lead]:.2f}× anytime against {main}'s "
+                f"{anytime[main]:.2f}×."
+            )
+        elif lead == main:
+            rest = max((v for p, v in anytime.items() if p != main), default=math.nan)
+            if anytime[main] / rest >= band:
+                out.append(
+                    f"{main} gains fastest: {anytime[main]:.2f}× anytime against at most "
+                    f"{rest:.2f}×."
+                )
+    vc = _num(summ[main].get("geomean_vs_compile"))
+    if vc is not None:
+        out.append(f"{main} runs at {vc:.2f}× torch.compile's speed.")
+    else:
+        reason = policy_reason(bench, main, "vs_compile")
+        out.append(f"{reason}." if "torch.compile" in reason else f"vs torch.compile: {reason}.")
+    predicted = len(rows) - len(measured)
+    if predicted:
+        out.append(f"{predicted} of {len(rows)} results are predicted, not measured.")
+    return " ".join(out)
+
+
+# --------------------------------------------------------------------------- empty cells
+
+
+def empty_reason(bench: dict[str, Any], row: dict[str, Any], field: str) -> str:
+    """Why `row[field]` is null: the run failed, nothing was timed, or what this field needs
+    and did not have. Fields: speedup, vs_eager, vs_compile, fraction_of_expert, pct_of_floor,
+    calls_to_95, gate_calls, seed_spread."""
+    if field == "seed_spread":
+        return _no_spread(bench, row)
+    if row.get("success") is False or row.get("error"):
+        return "the run failed: no final kernel to time (its error is in the row)"
+    if _is_predicted(row):
+        device = str(bench.get("device") or "")
+        return (
+            "not measured on the CPU: predicted only"
+            if device in ("cpu", "")
+            else "not measured: no GPU regime was timed"
+        )
+    rows = [r for r in _rows(bench) if not _is_predicted(r) and r.get("success")]
+    if field == "vs_compile":
+        if not any(_num(r.get("vs_compile")) is not None for r in rows):
+            return "torch.compile not timed in this bench (--no-compile)"
+        return "torch.compile of this problem's reference was not timed (it failed to compile)"
+    if field == "fraction_of_expert":
+        if str(bench.get("suite")) == "heldout":
+            return "no expert kernel for held-out problems"
+        if "expert_ms" not in row:
+            return "no expert kernel (expert.py) for this problem"
+        return "the expert kernel did not pass the gate, so it was not timed"
+    if field == "calls_to_95":
+        sp = _num(row.get("speedup"))
+        if sp is not None and sp <= 1.0:
+            return "nothing gained over the start: no 95% mark to reach"
+        return "not measured: no gain was timed"
+    if field == "speedup":
+        regimes = row.get("regimes")
+        if (
+            isinstance(regimes, dict)
+            and regimes
+            and all(isinstance(v, dict) and v.get("launch_bound") for v in regimes.values())
+        ):
+            return "every timed regime is launch-bound: no kernel speedup is counted"
+        return "no timed regime in common between the start and the final kernel"
+    if field == "vs_eager":
+        return "the eager reference was not timed"
+    if field == "pct_of_floor":
+        return "no roofline floor recorded for this problem"
+    return f"{field} not recorded in this bench.json"
+
+
+def _no_spread(bench: dict[str, Any], row: dict[str, Any]) -> str:
+    seeds = _num(bench.get("seeds"))
+    if seeds is None or seeds < 2:
+        return "one seed per run (--seeds 1)"
+    from klineage.bench.run import SEEDED_POLICIES
+
+    if str(row.get("policy")) not in SEEDED_POLICIES:
+        return f"{row.get('policy')} does not depend on the seed: it runs once"
+    return "fewer than two of its seeds finished"
+
+
+def policy_reason(bench: dict[str, Any], policy: str, field: str) -> str:
+    """Why a policy's summary value for `field` (a row field) is null: the most common reason
+    among its rows that lack it."""
+    rows = [r for r in _rows(bench) if str(r.get("policy")) == policy]
+    reasons = Counter(
+        empty_reason(bench, r, field) for r in rows if _num(r.get(field)) is None
+    ).most_common(1)
+    if not reasons:
+        return "not in this bench's summary"
+    return reasons[0][0]
+
+
+def problems_of(bench: dict[str, Any]) -> list[str]:
+    return _problems(bench)
