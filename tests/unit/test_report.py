@@ -165,6 +165,7 @@ def test_report_loads_in_chromium_without_console_errors(tmp_path: Path) -> None
     for sid in SECTIONS:
         assert f'<section id="{sid}">' in dom
     assert 'id="summary-table"' in dom and "<svg" in dom and "rows_per_program" in dom
+    assert 'id="verdict"' in dom and 'class="problem"' in dom and 'class="why"' in dom
     assert "<script" not in dom.lower()
 
 

@@ -143,6 +143,7 @@ class Pair:
     measured: float
     label: str
     color: str
+    skill: str = ""
 
 
 def scatter(pairs: list[Pair], *, title: str) -> str:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from statistics import median
 from typing import Any
 
-from klineage.metrics import PAYS_OFF
+from klineage.metrics import PAYS_OFF, geomean
 from klineage.report.charts import Dots, Pair, dot_plot, scatter
 from klineage.report.values import (
     DASH,
@@ -70,9 +71,11 @@ def _by(bench: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
 
 def _final(rows: list[dict[str, Any]]) -> tuple[float, float, float] | None:
     """(geomean over seeds, min, max) of the final speedup; None when none was measured."""
-    vals = [v for r in rows if (v := _num(r.get("speedup"))) is not None and not _is_predicted(r)]
-    if not vals:
+    timed = [v for r in rows if (v := _num(r.get("speedup"))) is not None and not _is_predicted(r)]
+    if not timed:
         return None
+    # A failed seed counts 1.0x, as in the bench's geomeans: failing is not free.
+    vals = timed + [1.0 for r in rows if r.get("success") is False]
     spread = seed_spread(rows)
     g = 1.0
     for v in vals:
@@ -143,7 +146,7 @@ def prediction_pairs(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
             if pr is not None and me is not None and pr > 0 and me > 0:
                 skill = str(a.get("label") or "?").split(" (")[0].split(" [")[0]
                 label = f"{skill} on {_short(str(r.get('problem')))} ({r.get('policy')})"
-                out.append(Pair(pr, me, label, color))
+                out.append(Pair(pr, me, label, color, skill))
     return out
 
 
@@ -194,8 +197,32 @@ def predicted_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) 
         f"<figure>{scatter(pairs, title='predicted against measured speedup')}"
         f'<figcaption><p class="legend">{legend}</p><p>{_e(stats)}</p><p>{_e(cap)}</p>'
         "</figcaption></figure>"
+        f"{_per_skill(pairs)}"
     )
     return _sec("predicted", title, body)
+
+
+def _per_skill(pairs: list[Pair]) -> str:
+    """Per skill: how many kept steps, median predicted and measured, and their geomean ratio."""
+    by: dict[str, list[Pair]] = {}
+    for p in pairs:
+        by.setdefault(p.skill, []).append(p)
+    out = [
+        '<table id="predicted-table" class="data"><thead><tr><th>skill</th><th>kept steps</th>'
+        "<th>predicted (median)</th><th>measured (median)</th>"
+        "<th>measured ÷ predicted (geomean)</th></tr></thead><tbody>"
+    ]
+    for skill in sorted(by, key=lambda k: (-len(by[k]), k)):
+        ps = by[skill]
+        ratio = geomean(p.measured / p.predicted for p in ps)
+        out.append(
+            f'<tr><td>{_e(skill)}</td><td class="num">{len(ps)}</td>'
+            f'<td class="num">{_times(median(p.predicted for p in ps))}</td>'
+            f'<td class="num">{_times(median(p.measured for p in ps))}</td>'
+            f'<td class="num">{_fmt(ratio, ".2f")}</td></tr>'
+        )
+    out.append("</tbody></table>")
+    return "".join(out)
 
 
 def roofline_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -> str:

@@ -185,7 +185,10 @@ def headline(bench: dict[str, Any]) -> str:
     else:
         reason = policy_reason(bench, main, "vs_compile")
         out.append(f"{reason}." if "torch.compile" in reason else f"vs torch.compile: {reason}.")
-    predicted = len(rows) - len(measured)
+    failed = [r for r in rows if r.get("success") is False]
+    predicted = sum(1 for r in rows if _is_predicted(r) and r.get("success") is not False)
+    if failed:
+        out.append(f"{len(failed)} of {len(rows)} runs failed (counted as 1.00×).")
     if predicted:
         out.append(f"{predicted} of {len(rows)} results are predicted, not measured.")
     return " ".join(out)
