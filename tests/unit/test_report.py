@@ -12,6 +12,7 @@ import pytest
 
 from klineage.errors import LoadError
 from klineage.report import load_bench, render_report, write_report
+from klineage.report.charts import log_ticks
 from klineage.report.html import _anytime
 from klineage.report.verdict import empty_reason, headline
 from klineage.skills import read_json
@@ -313,3 +314,8 @@ def test_claim_sections_render() -> None:
     assert "no kept trial carries a skill&#x27;s predicted speedup" in section(
         render_report(bench()), "predicted"
     )
+
+
+def test_log_ticks_cover_narrow_and_wide_ranges() -> None:
+    assert log_ticks(0.926, 1.62) == [1.0, 1.25, 1.5]
+    assert log_ticks(0.5, 30) == [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]

@@ -37,7 +37,7 @@ def log_ticks(lo: float, hi: float) -> list[float]:
         ]
         if len(ticks) >= 4:
             return ticks
-    return sorted({lo, hi})
+    return ticks if len(ticks) >= 2 else sorted({lo, hi})  # the finest set, on a narrow range
 
 
 def _tick(t: float, unit: str) -> str:
