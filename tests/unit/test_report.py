@@ -250,6 +250,9 @@ def test_headline_uses_the_spread_across_seeds() -> None:
     assert "random's range across seeds" in text
     page = render_report(b)
     assert "1.00–1.50×" in section(page, "problems")  # the seed range in the fold
+    summary = section(page, "summary")
+    assert "geomean per seed: min–max" in summary and "1.00–1.50×" in summary
+    assert "klineage does not depend on the seed: it runs once" in summary
 
 
 def test_headline_on_the_cpu_claims_nothing() -> None:

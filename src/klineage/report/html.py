@@ -43,7 +43,13 @@ from klineage.report.values import (
     _td_times,
     _times,
 )
-from klineage.report.verdict import headline, policy_reason, policy_summary
+from klineage.report.verdict import (
+    empty_reason,
+    headline,
+    policy_reason,
+    policy_summary,
+    seed_geomeans,
+)
 from klineage.skills.model import Skill
 
 SCHEMA = 1
@@ -299,7 +305,11 @@ def _summary(bench: dict[str, Any]) -> str:
         "geomean vs eager",
         "geomean vs torch.compile",
     ]
-    head += ["geomean fraction of expert", "results"]
+    head.append("geomean fraction of expert")
+    # The spread across seeds: per seed, the geomean over problems; its range per policy.
+    seeded = any(len(seed_geomeans(bench, p)) > 1 for p in policies)
+    head += ["geomean per seed: min–max"] if seeded else []
+    head.append("results")
     out.append('<table id="summary-table" class="data"><thead><tr>')
     out += [f"<th>{_e(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
@@ -308,7 +318,9 @@ def _summary(bench: dict[str, Any]) -> str:
     for p in policies:
         s, computed = policy_summary(bench, p)
         computed_any |= computed
-        labels = sorted({str(r.get("label")) for r in rows if str(r.get("policy")) == p} - {"None"})
+        labels = sorted(
+            {str(r.get("label")) for r in rows if str(r.get("policy")) == p} - {"None", ""}
+        )
 
         def why_td(
             key: str, row_key: str, text: str, times: bool = True, s: Any = s, p: str = p
@@ -325,7 +337,9 @@ def _summary(bench: dict[str, Any]) -> str:
             why_td(
                 "mean_calls_to_95", "calls_to_95", _fmt(s.get("mean_calls_to_95"), ".1f"), False
             ),
-            _td_times(s.get("anytime_mean")),
+            _td_times(s.get("anytime_mean"))
+            if _num(s.get("anytime_mean")) is not None
+            else f'<td class="num na">{why.dash("no curve: no run gated a candidate")}</td>',
             why_td("geomean_vs_eager", "vs_eager", ""),
             why_td("geomean_vs_compile", "vs_compile", ""),
             why_td(
@@ -335,7 +349,14 @@ def _summary(bench: dict[str, Any]) -> str:
                 False,
             ),
         ]
-        cells.append(f"<td>{_e(', '.join(labels)) or DASH}</td>")
+        if seeded:
+            g = seed_geomeans(bench, p)
+            cells.append(
+                f'<td class="num">{min(g):.2f}–{max(g):.2f}×</td>'
+                if len(g) > 1
+                else f'<td class="num na">{why.dash(empty_reason(bench, {"policy": p}, "seed_spread"))}</td>'
+            )
+        cells.append(f"<td>{_e(', '.join(labels)) or 'failed'}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     notes = [
@@ -347,6 +368,12 @@ def _summary(bench: dict[str, Any]) -> str:
     ]
     if computed_any:
         notes.append("* no summary in the file for this policy: computed here from its rows.")
+    if not seeded:
+        notes.append(
+            "Spread across seeds: not shown, "
+            + empty_reason(bench, {"policy": policies[0] if policies else ""}, "seed_spread")
+            + "."
+        )
     out += [f'<p class="note">{_e(n)}</p>' for n in notes]
     out.append(why.notes())
     if env:
