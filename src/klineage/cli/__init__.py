@@ -4,13 +4,23 @@ Exit codes: 0 accepted / success, 1 rejected, 2 usage or loading error.
 
 One module per command group, each registering its commands on the shared `app` (common.py):
 gate.py (gate, passes, version), demo.py, examples.py, distill.py (distill, lineage), skills.py (skills),
-optimize.py (optimize, runs), bench.py (bench, report), mcp.py (mcp).
+optimize.py (optimize, runs), bench.py (bench, report), mcp.py (mcp), corpus.py (corpus).
 """
 
 from __future__ import annotations
 
 # The command modules register their commands on `app` when imported.
-from klineage.cli import bench, demo, distill, examples, gate, mcp, optimize, skills  # noqa: F401
+from klineage.cli import (  # noqa: F401
+    bench,
+    corpus,
+    demo,
+    distill,
+    examples,
+    gate,
+    mcp,
+    optimize,
+    skills,
+)
 from klineage.cli.common import app, console, err_console
 
 __all__ = ["app", "console", "err_console", "main"]
@@ -20,7 +30,7 @@ __all__ = ["app", "console", "err_console", "main"]
 COMMANDS = (
     "gate", "demo", "distill", "optimize", "bench", "report", "mcp", "passes", "examples", "version",
 )  # fmt: skip
-GROUPS = ("lineage", "skills", "runs")
+GROUPS = ("lineage", "skills", "runs", "corpus")
 
 
 def _rank(order: tuple[str, ...], name: str) -> int:
