@@ -264,6 +264,11 @@ def test_headline_on_the_cpu_claims_nothing() -> None:
     assert "No measured speedup in this bench" in section(page, "speedups")
     assert "nothing was timed" in section(page, "predicted")
     assert "not measured on the CPU: predicted only" in section(page, "problems")
+    for r in b["rows"]:
+        r.update(success=False, label="", error="start refused")
+    assert headline(b).startswith("No run finished with a correct kernel: all 2 failed")
+    assert "every run failed" in section(render_report(b), "speedups")
+    assert headline({"rows": []}) == "No results in this bench."
 
 
 def test_every_empty_cell_says_why() -> None:

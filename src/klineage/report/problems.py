@@ -109,12 +109,16 @@ def speedups_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
         axis="final speedup over the naive start (log scale)",
     )
     if not chart:
-        reason = (
-            "No measured speedup in this bench: every result is predicted, not measured "
-            f"(device {bench.get('device')}), so there is nothing to plot."
-            if any(_is_predicted(r) for r in _rows(bench))
-            else "No measured speedup in this bench: every run failed."
-        )
+        rows = _rows(bench)
+        if not rows:
+            reason = "No results in this bench."
+        elif any(_is_predicted(r) and r.get("success") is not False for r in rows):
+            reason = (
+                "No measured speedup in this bench: every result is predicted, not measured "
+                f"(device {bench.get('device')}), so there is nothing to plot."
+            )
+        else:
+            reason = "No measured speedup in this bench: every run failed."
         return _sec("speedups", "Final speedup per problem", f'<p class="note">{_e(reason)}</p>')
     failed = sorted(
         f"{_short(q)} ({p})"

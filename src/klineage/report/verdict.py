@@ -132,6 +132,11 @@ def headline(bench: dict[str, Any]) -> str:
     device = str(bench.get("device") or "?")
     measured = [r for r in rows if not _is_predicted(r)]
     ok = sum(1 for r in rows if r.get("success"))
+    if not ok:
+        return (
+            f"No run finished with a correct kernel: all {len(rows)} failed (their errors are in "
+            "the problems section), so this page claims no speedup."
+        )
     if not any(_num(r.get("speedup")) is not None for r in measured):
         where = "the CPU" if device == "cpu" else f"device {device}"
         return (
