@@ -5,7 +5,9 @@ fragment, with every string taken from the data passed through `_e` (html.escape
 inline SVG; styles are one inline <style>; there is no script, and a Content-Security-Policy
 meta tag forbids fetching anything, so the page cannot reach the network even by mistake.
 
-Any numeric field may be null or missing: it renders as "–". A row with an "error" shows it.
+Any numeric field may be null or missing: it renders as "–", with the reason it is empty
+(verdict.empty_reason). A row with an "error" shows it. This module holds the page, the summary,
+the curves, lineages and skills; problems.py the per-problem sections and the claim's charts.
 """
 
 from __future__ import annotations

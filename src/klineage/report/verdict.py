@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from klineage.metrics import PAYS_OFF, geomean
-from klineage.report.values import _is_predicted, _mean, _num, _policies, _problems, _rows
+from klineage.report.values import _is_predicted, _mean, _num, _policies, _rows
 
 SUITE_NAMES = {"heldout": "held-out", "corpus": "corpus"}
 # The policy whose claim the headline states; the others are its baselines.
@@ -270,7 +270,3 @@ def policy_reason(bench: dict[str, Any], policy: str, field: str) -> str:
     if not reasons:
         return "not in this bench's summary"
     return reasons[0][0]
-
-
-def problems_of(bench: dict[str, Any]) -> list[str]:
-    return _problems(bench)
