@@ -36,6 +36,7 @@ COMMANDS = [
     "lineage",
     "skills",
     "runs",
+    "corpus",
 ]
 
 # Every command and subcommand, with a line of its help (an example or its description).
@@ -64,6 +65,8 @@ HELP = {
     ("runs",): "Show stored optimize runs and their trials.",
     ("runs", "list"): "Every stored optimize run",
     ("runs", "show"): "One run's trajectory",
+    ("corpus",): "Experts from installed Triton libraries",
+    ("corpus", "liger"): "Liger-Kernel's ops (the installed liger-kernel package",
 }
 
 

@@ -215,3 +215,25 @@ def test_klineage_spends_its_share_on_expert_configs_what_only_on_a_draw_and_the
     assert "expert configs" in mine.label and "drawn at random" in drawn.label  # type: ignore[attr-defined]
     cpu = first("klineage", "cpu")
     assert cpu is None or cpu.pass_name != "tunables"  # type: ignore[attr-defined]
+
+
+def test_a_structural_skill_without_a_site_in_its_own_form_is_written_by_its_other_form() -> None:
+    from pathlib import Path
+
+    from klineage.optimize.policies import _proposal
+    from klineage.skills.library import load_library
+    from klineage.skills.retrieve import retrieve
+
+    heldout = (
+        Path(__file__).resolve().parents[2] / "src" / "klineage" / "heldout" / "row_l2_normalize"
+    )
+    skills, _ = load_library(None)
+    rows = [s for s in skills if s.rewrite.pass_name == "rows_per_program"]
+    [r] = retrieve(
+        rows, heldout / "problem.py", heldout / "naive.py", target={"r": {"row_length": 64.0}}
+    )
+    assert r.materializer == "mechanical" and r.pass_name == "multi_row"
+    assert any("written by multi_row" in why for why in r.reasons)
+    p = _proposal(r, "skill")
+    assert p.pass_name == "multi_row" and p.params == {}  # the expert's params are another shape's
+    assert "written by multi_row" in p.label

@@ -158,8 +158,14 @@ def _proposal(r: Any, tag: str, note: str = "") -> Proposal:
     """A Proposal from a retrieval result (skills.retrieve.Retrieved)."""
     s = r.skill
     what = f"{s.name} ({s.anchor})"
+    own = not r.pass_name or r.pass_name == s.rewrite.pass_name
+    if (
+        not own
+    ):  # another form of the optimization (OTHER_FORMS): its own defaults, not the expert's
+        what = f"{s.name} ({s.anchor}; written by {r.pass_name})"
     return Proposal(key=f"{tag}:{s.id}:{r.materializer}", label=what + note, materializer=r.materializer,
-                    skill=s, pass_name=s.rewrite.pass_name, params=dict(s.rewrite.params),
+                    skill=s, pass_name=s.rewrite.pass_name if own else r.pass_name,
+                    params=dict(s.rewrite.params) if own else {},
                     predicted=r.score if r.predicted else None, what=what)  # fmt: skip
 
 

@@ -20,6 +20,11 @@ from klineage.skills.conditions import PAYS_OFF, regime_features
 from klineage.skills.extract import HARDWARE_CONDITIONS, trusted
 from klineage.skills.model import Condition, Skill
 
+# A skill learned in an expert's code shape, and a pass that writes the same optimization into
+# the shape naive kernels have: rows_per_program's pass needs the expert's rows-per-program
+# constexpr, multi_row turns a one-row-per-program kernel into ROWS rows per program.
+OTHER_FORMS = {"rows_per_program": "multi_row"}
+
 
 @dataclass
 class Retrieved:
@@ -35,6 +40,9 @@ class Retrieved:
     # (no place for it, or hardware it needs), "unregistered" (its pass is not installed); None
     # when selected. Policies read this, never the reasons' wording.
     excluded: str | None = None
+    # The pass that writes it mechanically: the skill's own, or another form of the same
+    # optimization for code shaped otherwise (OTHER_FORMS); "" when none applies.
+    pass_name: str = ""
 
     @property
     def score(self) -> float:
@@ -192,6 +200,15 @@ def retrieve(
             out.append(r)
             continue
         sites = p.forward_sites(source)
+        r.pass_name = s.rewrite.pass_name
+        other = passes.get(OTHER_FORMS.get(s.rewrite.pass_name, ""))
+        if not sites and other is not None:
+            sites = other.forward_sites(source)
+            if sites:
+                r.pass_name = other.NAME
+                r.reasons.append(
+                    f"static: written by {other.NAME} (the same optimization for this code's shape)"
+                )
         r.sites = len(sites)
         if not sites and not llm:
             r.excluded = "static"
