@@ -97,7 +97,7 @@ def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
     sweeps it; GPU only): with prior, the configs nearest to the experts' (optimize/configs.py);
     without, drawn at random from the same space."""
     from klineage.optimize.configs import expert_configs, nearest_configs
-    from klineage.rewrite.passes.tunables import analyse, draw
+    from klineage.rewrite.launches import analyse, draw
 
     if ctx.device != "cuda":
         return  # nothing is timed on the CPU: a space has nothing to choose by

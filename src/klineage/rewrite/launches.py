@@ -1,0 +1,350 @@
+"""Launches of a file's own kernels and their tunable constants (rewrite/passes/tunables.py).
+
+A launch `kernel[grid](...)` of a @triton.jit kernel defined in the file, with what can be
+lifted into a config space: power-of-two constexpr block sizes (literals, or the launcher locals
+and module constants bound to them, read nowhere else), num_warps and num_stages; which of them
+the grid tiles by or a loop steps by (any value is then correct); the kernel's size arguments
+(autotune's key); and why a launch cannot be lifted. No rewriting here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from klineage.rewrite.base import code_of as _code
+from klineage.rewrite.base import dotted, is_triton_jit, parse
+from klineage.rewrite.passes.block_size import _is_block_name, _literal, _tile_counts
+
+WARPS = (1, 2, 4, 8, 16)
+STAGES = (1, 2, 3, 4)
+MIN_BLOCK, MAX_BLOCK = 16, 16384
+MAX_TILE = 1 << 16  # elements of any two sizes together (a 2-D tile in registers)
+DEFAULT_COUNT = 16
+_IMPORTS_TRITON = re.compile(r"^import triton\s*(#.*)?$|^import triton\s*,", re.MULTILINE)
+
+
+@dataclass
+class Tunable:
+    name: str  # the kernel's constexpr parameter: the config key
+    value: int
+    local: str | None  # the launcher local or module constant bound to the literal
+    tiled: bool  # any value is correct: the grid tiles by it or a loop steps by it
+
+    def values(self) -> list[int]:
+        lo = MIN_BLOCK if self.tiled else self.value
+        return [1 << k for k in range(16) if lo <= 1 << k <= MAX_BLOCK]
+
+
+@dataclass
+class Launch:
+    kernel: str
+    function: str
+    line: int
+    tunables: list[Tunable] = field(default_factory=list)
+    warps: int = 4
+    stages: int | None = None  # None: the kernel has no loop, stages do not matter
+    keys: list[str] = field(default_factory=list)
+    problem: str = ""
+
+    def current(self) -> dict[str, int]:
+        c = {t.name: t.value for t in self.tunables}
+        c["num_warps"] = self.warps
+        if self.stages is not None:
+            c["num_stages"] = self.stages
+        return c
+
+    def space(self) -> list[dict[str, int]]:
+        """Every config: sizes x warps x stages, within a register budget; the current first."""
+        axes = [t.values() for t in self.tunables]
+        stages = STAGES if self.stages is not None else (None,)
+        out = [self.current()]
+        for sizes in itertools.product(*axes):
+            if any(a * b > MAX_TILE for a, b in itertools.combinations(sizes, 2)):
+                continue
+            # Elements per program (the largest 2-D tile); unknown (a computed block) when
+            # nothing is lifted, and then every warp count is worth a try.
+            if not sizes:
+                elements = MAX_TILE
+            elif len(sizes) == 1:
+                elements = sizes[0]
+            else:
+                elements = max(a * b for a, b in itertools.combinations(sizes, 2))
+            for w, s in itertools.product(WARPS, stages):
+                if elements < 32 * w and w > 1:  # fewer elements than threads
+                    continue
+                c = {t.name: v for t, v in zip(self.tunables, sizes, strict=True)}
+                c["num_warps"] = w
+                if s is not None:
+                    c["num_stages"] = s
+                if c != out[0]:
+                    out.append(c)
+        return out
+
+
+def draw(space: list[dict[str, int]], count: int, seed: int | str) -> list[dict[str, int]]:
+    """The current config and count - 1 others drawn from the space (a baseline's share)."""
+    rest = list(space[1:])
+    random.Random(str(seed)).shuffle(rest)
+    return [space[0], *rest[: max(0, count - 1)]]
+
+
+# -- analysis -----------------------------------------------------------------------------
+
+
+class _KernelFacts(cst.CSTVisitor):
+    """What a kernel's body says about its parameters."""
+
+    def __init__(self, params: set[str]) -> None:
+        self.params = params
+        self.compared: set[str] = set()
+        self.loop_steps: set[str] = set()
+        self.loops = False
+        self.atomics = False
+        self.loaded: set[str] = set()
+        self.stored: set[str] = set()
+
+    @staticmethod
+    def _names(node: cst.CSTNode) -> set[str]:
+        found: set[str] = set()
+
+        class V(cst.CSTVisitor):
+            def visit_Name(self, n: cst.Name) -> None:
+                found.add(n.value)
+
+        node.visit(V())
+        return found
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self.compared |= self._names(node) & self.params
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops = True
+        it = node.iter
+        if isinstance(it, cst.Call) and dotted(it.func).split(".")[-1] in ("range", "static_range"):
+            for a in it.args[:2]:
+                self.compared |= self._names(a.value) & self.params
+            if len(it.args) >= 3:
+                self.loop_steps |= self._names(it.args[2].value) & self.params
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        tail = dotted(node.func).split(".")[-1]
+        if tail.startswith("atomic_"):
+            self.atomics = True
+        elif tail in ("load", "store") and node.args:
+            names = self._names(node.args[0].value) & self.params
+            (self.loaded if tail == "load" else self.stored).update(names)
+
+
+def _constexprs(fn: cst.FunctionDef) -> tuple[list[str], set[str]]:
+    params = [p.name.value for p in fn.params.params]
+    const = {
+        p.name.value
+        for p in fn.params.params
+        if p.annotation is not None and dotted(p.annotation.annotation).endswith("constexpr")
+    }
+    return params, const
+
+
+def _power_of_two(node: cst.BaseExpression | None) -> int | None:
+    lit = _literal(node) if node is not None else None
+    if lit is None:
+        return None
+    v = int(lit.evaluated_value)
+    return v if v >= 1 and v & (v - 1) == 0 else None
+
+
+class _Module(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self) -> None:
+        self.kernels: dict[str, cst.FunctionDef] = {}
+        self.autotuned: set[str] = set()
+        self.launches: list[tuple[cst.Call, str, int]] = []
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.constants: dict[str, cst.BaseExpression] = {}
+        self.stack: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if not self.stack:
+            self.functions[node.name.value] = node
+            if any(is_triton_jit(d) for d in node.decorators):
+                self.kernels[node.name.value] = node
+                if any("autotune" in _code(d.decorator).split("(")[0] for d in node.decorators):
+                    self.autotuned.add(node.name.value)
+        self.stack.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.stack.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Subscript) and isinstance(node.func.value, cst.Name):
+            line = self.get_metadata(PositionProvider, node).start.line
+            self.launches.append((node, self.stack[0] if self.stack else "", line))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self.stack:
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    self.constants[t.target.value] = node.value
+
+
+def _bindings(fn: cst.FunctionDef | None) -> dict[str, list[cst.BaseExpression]]:
+    """name -> the values assigned to it in a function (tuple assignments unpacked)."""
+    out: dict[str, list[cst.BaseExpression]] = {}
+    if fn is None:
+        return out
+
+    class V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                target, value = t.target, node.value
+                if isinstance(target, cst.Name):
+                    out.setdefault(target.value, []).append(value)
+                elif (
+                    isinstance(target, cst.Tuple)
+                    and isinstance(value, cst.Tuple)
+                    and len(target.elements) == len(value.elements)
+                ):
+                    for te, ve in zip(target.elements, value.elements, strict=True):
+                        if isinstance(te.value, cst.Name):
+                            out.setdefault(te.value.value, []).append(ve.value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    fn.visit(V())
+    return out
+
+
+def _reads(node: cst.CSTNode, name: str) -> int:
+    """How often `name` is read in node (assignment targets and keywords not counted)."""
+    count = 0
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            nonlocal count
+            if n.value == name:
+                count += 1
+
+        def visit_AssignTarget(self, n: cst.AssignTarget) -> bool:
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(V())
+    return count
+
+
+def _grid(
+    call: cst.Call, binds: dict[str, list[cst.BaseExpression]]
+) -> tuple[cst.BaseExpression | None, str | None]:
+    assert isinstance(call.func, cst.Subscript)
+    if len(call.func.slice) != 1 or not isinstance(call.func.slice[0].slice, cst.Index):
+        return None, None
+    grid = call.func.slice[0].slice.value
+    if isinstance(grid, cst.Name):
+        values = binds.get(grid.value, [])
+        return (values[0] if len(values) == 1 else None), grid.value
+    return grid, None
+
+
+def analyse(source: str) -> list[Launch]:
+    """Every launch of a kernel of this file, with its tunables (or why it has none)."""
+    module = parse(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    facts = _Module()
+    wrapper.visit(facts)
+    counts: dict[str, int] = {}
+    for call, _, _ in facts.launches:
+        assert isinstance(call.func, cst.Subscript) and isinstance(call.func.value, cst.Name)
+        counts[call.func.value.value] = counts.get(call.func.value.value, 0) + 1
+    out: list[Launch] = []
+    for call, function, line in facts.launches:
+        assert isinstance(call.func, cst.Subscript) and isinstance(call.func.value, cst.Name)
+        name = call.func.value.value
+        kernel = facts.kernels.get(name)
+        if kernel is None:
+            continue
+        launch = Launch(name, function, line)
+        out.append(launch)
+        params, const = _constexprs(kernel)
+        body = _KernelFacts(set(params))
+        kernel.body.visit(body)
+        if name in facts.autotuned:
+            launch.problem = f"{name} is autotuned already (autotune_table's forward adds configs)"
+            continue
+        if counts[name] > 1:
+            launch.problem = f"{name} is launched from {counts[name]} places"
+            continue
+        if body.atomics or body.loaded & body.stored:
+            both = ", ".join(sorted(body.loaded & body.stored)) or "atomics"
+            launch.problem = (f"{name} writes what it reads ({both}): autotune's trial runs "
+                              "would apply it more than once")  # fmt: skip
+            continue
+        if not _IMPORTS_TRITON.search(source):
+            launch.problem = "no `import triton` for triton.autotune"
+            continue
+        fn = facts.functions.get(function)
+        binds = _bindings(fn)
+        grid, _ = _grid(call, binds)
+        for a in call.args:
+            if a.keyword is None:
+                continue
+            key = a.keyword.value
+            local = a.value.value if isinstance(a.value, cst.Name) else None
+            bound: cst.BaseExpression | None = a.value
+            if local is not None:
+                values = binds.get(local) or (
+                    [facts.constants[local]] if local in facts.constants else []
+                )
+                bound = values[0] if len(values) == 1 else None
+            if key in ("num_warps", "num_stages"):
+                v = _power_of_two(bound)
+                lit = _literal(bound) if bound is not None else None
+                if v is None and key == "num_stages" and lit is not None:
+                    v = int(lit.evaluated_value)
+                if v is None:
+                    launch.problem = f"{key}={_code(a.value)} is computed at run time"
+                    break
+                if key == "num_warps":
+                    launch.warps = v
+                else:
+                    launch.stages = v
+                continue
+            if key not in const or not _is_block_name(key):
+                continue
+            value = _power_of_two(bound)
+            if value is None:
+                continue  # computed at run time (next_power_of_2(n)): it follows the shape
+            uses_in_grid = 0
+            if grid is not None:
+                uses_in_grid = _reads(grid, local) if local else len(_tile_counts(grid, value))
+            # A local is read by the launch keyword and the grid only; anything else (a buffer
+            # size, a second grid) would keep the old value.
+            if local is not None and fn is not None and _reads(fn, local) - 1 - uses_in_grid > 0:
+                continue
+            tiled = uses_in_grid > 0 or key in body.loop_steps
+            launch.tunables.append(Tunable(key, value, local, tiled))
+        if launch.problem:
+            continue
+        if body.loops and launch.stages is None:
+            launch.stages = 3  # Triton's default on CUDA
+        if not body.loops:
+            launch.stages = None
+        launch.keys = [p for p in params if p in body.compared and p not in const]
+    return out
