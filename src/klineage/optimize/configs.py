@@ -15,8 +15,8 @@ import ast
 import math
 from dataclasses import dataclass
 
+from klineage.rewrite.blocks import _is_block_name
 from klineage.rewrite.launches import Launch
-from klineage.rewrite.passes.block_size import _is_block_name
 from klineage.skills.model import Skill
 
 _ROLE_ALIASES = {"Q": "M", "T": "M", "KV": "N", "S": "N"}

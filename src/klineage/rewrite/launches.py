@@ -19,7 +19,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.base import dotted, is_triton_jit, parse
-from klineage.rewrite.passes.block_size import _is_block_name, _literal, _tile_counts
+from klineage.rewrite.blocks import _is_block_name, _literal, _tile_counts
 
 WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4)

@@ -25,7 +25,6 @@ to 128 at the launch alone ran twice the programs it needed (0.88x, reverted).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -35,20 +34,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from klineage.rewrite.base import FunctionTracker, RewritePass, RewriteResult, Site, dotted, parse
 from klineage.rewrite.base import code_of as _code
+from klineage.rewrite.blocks import _is_block_name, _literal, _tile_counts
 from klineage.rewrite.registry import register
 
 MIN_BLOCK = 16
-
-_UPPER = re.compile(r"BLOCK|TILE|ROWS")
-_LOWER = re.compile(r"(block|tile)(_?size)?(_[a-z]{1,2})?")
-_COUNT = re.compile(r"^(NUM|N)_|BLOCKS|TILES", re.IGNORECASE)
-
-
-def _is_block_name(name: str) -> bool:
-    bare = name.lstrip("_")
-    if _COUNT.search(bare):
-        return False
-    return bool(_UPPER.search(bare) or _LOWER.fullmatch(bare))
 
 
 class _Replacer(cst.CSTTransformer):
@@ -129,20 +118,6 @@ class _Block:
         }[self.kind]
         text = f"{self.name}={v} {where}"
         return text if self.literal is not None else f"{text}, computed at run time"
-
-
-def _literal(value: cst.BaseExpression) -> cst.Integer | None:
-    if isinstance(value, cst.Integer):
-        return value
-    # BLOCK = tl.constexpr(128)
-    if (
-        isinstance(value, cst.Call)
-        and dotted(value.func).split(".")[-1] == "constexpr"
-        and len(value.args) == 1
-        and isinstance(value.args[0].value, cst.Integer)
-    ):
-        return value.args[0].value
-    return None
 
 
 class _Collector(FunctionTracker):
@@ -255,41 +230,6 @@ def _blocks(module: cst.Module) -> list[_Block]:
     collector = _Collector(loads.counts, loads.launched)
     wrapper.visit(collector)
     return collector.found
-
-
-def _tile_counts(grid: cst.BaseExpression, block: int) -> list[tuple[cst.Integer, int]]:
-    """Literals in a launch grid that count tiles of `block`: the divisor of `cdiv(n, 64)` or of
-    `x // 64`, and the `63` of `(n + 63) // 64`. A block size changed at the launch alone left
-    the grid at the old tile count (twice the programs, or half the elements covered)."""
-    found: list[tuple[cst.Integer, int]] = []
-
-    def integer(node: cst.BaseExpression, value: int) -> cst.Integer | None:
-        if isinstance(node, cst.Integer) and int(node.evaluated_value) == value:
-            return node
-        return None
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if dotted(node.func).split(".")[-1] == "cdiv" and len(node.args) == 2:
-                hit = integer(node.args[1].value, block)
-                if hit is not None:
-                    found.append((hit, block))
-
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            if not isinstance(node.operator, cst.FloorDivide):
-                return
-            hit = integer(node.right, block)
-            if hit is None:
-                return
-            found.append((hit, block))
-            left = node.left
-            if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Add):
-                pad = integer(left.right, block - 1)
-                if pad is not None:
-                    found.append((pad, block - 1))
-
-    grid.visit(V())
-    return found
 
 
 @register

@@ -32,8 +32,8 @@ from typing import Any
 import libcst as cst
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, parse
+from klineage.rewrite.blocks import _tile_counts
 from klineage.rewrite.launches import DEFAULT_COUNT, Launch, _bindings, _grid, _reads, analyse, draw
-from klineage.rewrite.passes.block_size import _tile_counts
 from klineage.rewrite.registry import register
 
 __all__ = ["Launch", "Tunables", "analyse", "draw", "fold", "lift", "table_code"]
