@@ -327,3 +327,14 @@ def test_claim_sections_render() -> None:
 def test_log_ticks_cover_narrow_and_wide_ranges() -> None:
     assert log_ticks(0.926, 1.62) == [1.0, 1.25, 1.5]
     assert log_ticks(0.5, 30) == [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]
+
+
+def test_an_empty_compile_column_says_whether_compile_was_asked_for() -> None:
+    from klineage.report.verdict import empty_reason
+
+    bench = made_up({"klineage": [1.2]})
+    row = bench["rows"][0]
+    asked = empty_reason(bench | {"compile": True}, row, "vs_compile")
+    assert asked == "torch.compile of this problem's reference was not timed (it failed to compile)"
+    assert "--no-compile" in empty_reason(bench | {"compile": False}, row, "vs_compile")
+    assert "--no-compile" in empty_reason(bench, row, "vs_compile")  # older bench.json: inferred

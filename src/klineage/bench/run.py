@@ -244,7 +244,7 @@ def run_bench(
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     result: dict[str, Any] = {
         "schema": SCHEMA, "id": f"{label(suite)}-{device}-budget{budget}-{created[:16].replace(':', '')}", "suite": suite, "device": device, "budget": budget, "policies": policies, "seeds": seeds,
-        "executor": executor, "environment": {}, "created": created,
+        "executor": executor, "environment": {}, "created": created, "compile": config.profile_compile,
         "rows": [], "summary": {}, "skills": [], "notes": sorted(set(notes)),
     }  # fmt: skip
     if skill_paths:

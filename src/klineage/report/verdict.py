@@ -219,7 +219,11 @@ def empty_reason(bench: dict[str, Any], row: dict[str, Any], field: str) -> str:
         )
     rows = [r for r in _rows(bench) if not _is_predicted(r) and r.get("success")]
     if field == "vs_compile":
-        if not any(_num(r.get("vs_compile")) is not None for r in rows):
+        if bench.get("compile") is False:
+            return "torch.compile not timed in this bench (--no-compile)"
+        if bench.get("compile") is None and not any(
+            _num(r.get("vs_compile")) is not None for r in rows
+        ):  # benches written before bench.json said whether it was asked for
             return "torch.compile not timed in this bench (--no-compile)"
         return "torch.compile of this problem's reference was not timed (it failed to compile)"
     if field == "fraction_of_expert":
