@@ -163,7 +163,9 @@ class Calls:
                "ended_s": round(self.now(), 2), "wall_s": round(self.now() - started, 2),
                "accepted": data.get("accepted"), "timed_out": data.get("timed_out"),
                "lock_wait_s": data.get("lock_wait_s"), "stage_s": stages, "rows": rows,
-               "message": str(data.get("message"))[:300]}  # fmt: skip
+               "message": str(data.get("message"))[:300],
+               # The gate's own progress (KLINEAGE_EVENTS=stderr): where a cut call was.
+               "events_tail": [line for line in err.splitlines() if line.startswith('{"t"')][-6:]}  # fmt: skip
         with self._lock:
             self.records.append(rec)
             with self.jsonl.open("a", encoding="utf-8") as f:
@@ -255,7 +257,9 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
     jsonl = out_dir() / f"measurement-load-{tag}.jsonl"
     jsonl.unlink(missing_ok=True)
     # A lock directory of its own: a cut call of the other load cannot hold this one's GPU lock.
-    calls = Calls(src, base, jsonl, {"KLINEAGE_GPU_LOCK_DIR": str(locks)})
+    calls = Calls(
+        src, base, jsonl, {"KLINEAGE_GPU_LOCK_DIR": str(locks), "KLINEAGE_EVENTS": "stderr"}
+    )
     fg_cmd = _gate_cmd(SOFTMAX / "problem.py", SOFTMAX / "expert.py",
                        SOFTMAX_GPU if device == "cuda" else [], device)  # fmt: skip
     fg_env = {"KLINEAGE_CACHE_DIR": str(fg_cache)}

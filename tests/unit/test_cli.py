@@ -343,3 +343,22 @@ def test_gate_json_answers_a_usage_error_in_json_too() -> None:
     first = next(line for line in result.stdout.splitlines() if line.startswith("{"))
     data = json.loads(first)
     assert data["accepted"] is False and data["fault"] == "usage" and "--trials 2" in data["error"]
+
+
+def test_gate_json_events_go_to_stderr_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from klineage.cli.gate import _events_to_stderr
+
+    monkeypatch.delenv("KLINEAGE_EVENTS", raising=False)
+    assert _events_to_stderr() is None
+    monkeypatch.setenv("KLINEAGE_EVENTS", "stderr")
+    emit = _events_to_stderr()
+    assert emit is not None
+    emit({"type": "start", "stage": "compile", "detail": "tiny"})
+    out, err = capsys.readouterr()
+    assert out == ""
+    event = json.loads(err)
+    assert event["stage"] == "compile" and event["t"] >= 0.0

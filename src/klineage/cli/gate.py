@@ -56,6 +56,27 @@ def config_error(e: ValidationError) -> str:
     return "; ".join(lines)
 
 
+def _events_to_stderr() -> Any:
+    """With --json and KLINEAGE_EVENTS=stderr, each stage start and progress event as a JSON
+    line on stderr with the seconds since the call began (stdout stays the verdict alone): what
+    a script timing many calls reads to see where a slow or cut call spent its time."""
+    import os
+    import time
+
+    if os.environ.get("KLINEAGE_EVENTS") != "stderr":
+        return None
+    t0 = time.monotonic()
+
+    def emit(ev: dict[str, Any]) -> None:
+        print(
+            json.dumps({"t": round(time.monotonic() - t0, 2), **ev}, default=str),
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return emit
+
+
 def render_gate(result: GateResult) -> None:
     title = f"gate: {Path(result.candidate).name} vs {Path(result.problem).name} on {result.device}"
     table = Table(title=title, title_justify="left", show_lines=False)
@@ -244,6 +265,7 @@ def gate(
                 overrides=overrides,
                 config=config,
                 base=base,
+                on_event=_events_to_stderr(),
             )
         else:
             with console.status("gate: starting") as status:
