@@ -247,7 +247,7 @@ def drive(
 
 
 def _done(req: GateRequest, stages: dict[Stage, StageResult], manifest: RefManifest, isolation: str,
-          checker: Checker, assemble: Any) -> GateResult:  # fmt: skip
+          checker: Checker, assemble: Callable[..., GateResult]) -> GateResult:  # fmt: skip
     return assemble(req, stages, environment=manifest.environment, regimes=[r.name for r in manifest.regimes],
                     isolation=isolation, calls=checker.seen.calls)  # fmt: skip
 

@@ -399,7 +399,7 @@ def load_outputs(path: Path) -> list[Any]:
         ) from None
     if not isinstance(payload, dict) or not isinstance(payload.get("outputs"), list):
         raise CandidateDied("the candidate's output file does not hold an output list")
-    outs = payload["outputs"]
+    outs: list[Any] = payload["outputs"]
     for k, o in enumerate(outs):
         if not (o is None or type(o) is torch.Tensor or isinstance(o, bool | int | float)):
             raise CandidateDied(f"output {k} came back as {type(o).__name__}")

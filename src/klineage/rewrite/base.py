@@ -13,11 +13,14 @@ Passes work on source text and parse it with LibCST, so comments and formatting 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ class RewritePass(ABC):
     ) -> Site:
         return Site(self.NAME, direction, index, node_line, function, description, params)
 
-    def safe(self, fn: Any, *args: Any) -> Any:
+    def safe(self, fn: Callable[..., T], *args: Any) -> T | RewriteResult:
         """Run a pass step; a parse or transform error becomes a skip, never an exception."""
         try:
             return fn(*args)
@@ -218,7 +221,13 @@ def find_calls(source: str, predicate: Any, kernels_only: bool = True) -> list[C
 
 
 class _NthCallReplacer(cst.CSTTransformer):
-    def __init__(self, predicate: Any, kernels_only: bool, index: int, replace: Any) -> None:
+    def __init__(
+        self,
+        predicate: Callable[[cst.CSTNode], bool],
+        kernels_only: bool,
+        index: int,
+        replace: Callable[[cst.Call], cst.BaseExpression],
+    ) -> None:
         self.predicate = predicate
         self.kernels_only = kernels_only
         self.index = index
