@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from klineage.errors import UsageError
-from klineage.gate import sandbox
+from klineage.gate import isolation, sandbox
 from klineage.gate.sandbox import (
     IsolationLevel,
     Limits,
@@ -36,7 +36,7 @@ PYTHONS = [sys.executable, *(p for p in ("/usr/bin/python3",) if os.path.exists(
 
 
 def _level_param(level: IsolationLevel) -> Any:
-    reason = f"{level} isolation not available here: {sandbox._probe().missing.get(level, '')}"
+    reason = f"{level} isolation not available here: {isolation._probe().missing.get(level, '')}"
     return pytest.param(
         level,
         id=str(level),
@@ -265,7 +265,7 @@ def test_bwrap_hides_user_dirs_and_keeps_root_read_only(level: IsolationLevel, b
     assert seen["prefix"] in ("OSError", "PermissionError")  # read-only root (EROFS)
     assert seen["hidden"] in ("OSError", "PermissionError")
     assert not (Path(sys.prefix) / "kl-probe").exists()
-    if os.geteuid() == 0 and sandbox._probe().bwrap_drop_uid:
+    if os.geteuid() == 0 and isolation._probe().bwrap_drop_uid:
         assert seen["uid"] == sandbox.NOBODY
 
 
@@ -287,7 +287,7 @@ def test_available_levels_are_probed_once_and_ordered() -> None:
     levels = available_levels()
     assert levels[-1] is PROCESS
     assert levels == [lv for lv in IsolationLevel if lv in levels]  # declared strongest first
-    assert sandbox._probe() is sandbox._probe()  # cached: bwrap is run once per process
+    assert isolation._probe() is isolation._probe()  # cached: bwrap is run once per process
     assert sandbox.strongest_level() is levels[0]
 
 
@@ -297,7 +297,7 @@ def test_forcing_a_level_stronger_than_available(box: Box, monkeypatch: pytest.M
         UID: "the uid level needs root (running as uid 1000)",
     }
     monkeypatch.setattr(
-        sandbox, "_probe", lambda: sandbox._Probe(levels=(PROCESS,), missing=missing)
+        isolation, "_probe", lambda: isolation._Probe(levels=(PROCESS,), missing=missing)
     )
     with pytest.raises(UsageError, match="bubblewrap not installed: apt-get install bubblewrap"):
         sandbox_command(["true"], workdir=box.work, limits=LIMITS, level=BWRAP)
