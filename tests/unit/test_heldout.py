@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from klineage.bench import suite_problems
-from klineage.optimize.loop import cpu_regimes_of, regime_names_of
+from klineage.optimize.decide import cpu_regimes_of, regime_names_of
 from tests.conftest import KERNELS
 
 HELDOUT = suite_problems("heldout")

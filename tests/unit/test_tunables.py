@@ -151,7 +151,7 @@ def test_the_prior_takes_each_expert_config_s_nearest_first() -> None:
 
 def test_a_kept_swept_candidate_is_folded_and_re_keyed() -> None:
     from klineage.gate.records import Stage
-    from klineage.optimize.loop import folded, sha
+    from klineage.optimize.decide import folded, sha
 
     out = _lift(ELEMENTWISE, {"configs": [{"BLOCK": b, "num_warps": 4} for b in (64, 256, 1024)]})
     row = {"kernel_ms": 0.1, "kernel_p20_ms": 0.1, "kernel_p80_ms": 0.1, "basis": "device",

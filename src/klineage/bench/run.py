@@ -277,7 +277,7 @@ def run_bench(
 def bench_regimes(bp: BenchProblem, device: str) -> list[str]:
     """On a GPU: the regimes sized for it (timed) plus the first CPU regime (ragged sizes that
     catch mask bugs cheaply); on the CPU, the device's default set ([])."""
-    from klineage.optimize.loop import cpu_regimes_of, regime_names_of
+    from klineage.optimize.decide import cpu_regimes_of, regime_names_of
 
     if device != "cuda":
         return []
