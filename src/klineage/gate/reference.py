@@ -34,6 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from klineage.errors import LoadError
+from klineage.gate.cases import (
+    _magnitude_ratio,
+    _nonfinite,
+    _outliers,
+    _perturbed,
+    _scaled,
+    _signed,
+)
 from klineage.gate.gpulock import LockByProxy, LockMode
 from klineage.gate.protocol import RefCase, RefError, RefManifest, RefRegime, RefRequest
 from klineage.problem.loader import error_line_in
@@ -62,93 +70,6 @@ def _cpu(values: list[Any]) -> list[Any]:
 
 def _outputs(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
-
-
-def _nonfinite(values: list[Any]) -> int:
-    import torch
-
-    return sum(
-        int((~torch.isfinite(v)).sum())
-        for v in values
-        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
-    )
-
-
-def _perturbed(values: list[Any], gen: Any) -> list[Any]:
-    """The same inputs with a few positions of each float tensor given other values."""
-    import torch
-
-    out = []
-    for v in values:
-        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1:
-            v = v.clone()
-            flat = v.view(-1)
-            k = max(1, flat.numel() // 64)
-            where = torch.randint(0, flat.numel(), (k,), generator=gen)
-            source = torch.randint(0, flat.numel(), (k,), generator=gen)
-            flat[where] = flat[source].flip(0) * -1.5 + 0.25
-        out.append(v)
-    return out
-
-
-def _signed(values: list[Any], gen: Any) -> list[Any] | None:
-    """Half the elements negated, for tensors that get_inputs draws non-negative."""
-    import torch
-
-    changed, out = False, []
-    for v in values:
-        if (
-            isinstance(v, torch.Tensor)
-            and v.is_floating_point()
-            and v.numel() > 1
-            and bool((v >= 0).all())
-        ):
-            sign = torch.where(torch.rand(v.shape, generator=gen) < 0.5, -1.0, 1.0).to(v.dtype)
-            v = v * sign
-            changed = True
-        out.append(v)
-    return out if changed else None
-
-
-def _outliers(values: list[Any], gen: Any) -> list[Any]:
-    """One element in 64 of each float tensor set to +-32 times the tensor's largest magnitude
-    (an outlier far above the rest: a max taken over part of a row misses it)."""
-    import torch
-
-    out = []
-    for v in values:
-        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1:
-            v = v.clone()
-            flat = v.view(-1)
-            k = max(1, flat.numel() // 64)
-            where = torch.randint(0, flat.numel(), (k,), generator=gen)
-            sign = torch.where(torch.rand(k, generator=gen) < 0.5, -1.0, 1.0)
-            top = float(flat.abs().max()) or 1.0
-            flat[where] = (sign * 32 * top).to(v.dtype)
-        out.append(v)
-    return out
-
-
-def _scaled(values: list[Any]) -> list[Any]:
-    """Every float tensor 32 times larger: a kernel that assumes values of order one (a fixed
-    shift instead of a max, a clamp) breaks; the reference's own result decides what is right."""
-    import torch
-
-    return [v * 32 if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
-
-
-def _magnitude_ratio(want: list[Any], base: list[Any]) -> float:
-    import torch
-
-    def absmax(values: list[Any]) -> float:
-        return max(
-            (float(v.detach().abs().max()) for v in values
-             if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel()),
-            default=0.0,
-        )  # fmt: skip
-
-    b = absmax(base)
-    return max(1.0, absmax(want) / b) if b > 0 else 1.0
 
 
 def _dtype_name(dtype: Any) -> str:
