@@ -275,9 +275,14 @@ def test_a_candidate_that_kills_its_parent_kills_nothing(level: str) -> None:
         assert "VERDICT False" in done.stdout
 
 
-def test_an_optimize_loop_whose_llm_writes_hostile_code_finishes(tmp_path: Path) -> None:
+def test_an_optimize_loop_whose_llm_writes_hostile_code_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An LLM materializer that answers with store forgers, cache planters and parent killers:
     every proposal is rejected, the loop finishes, and the store keeps what the parent wrote."""
+    # The LLM writes every skill: no other pass form of it (multi_row would write rows per
+    # program into this naive kernel mechanically; skills/retrieve.py OTHER_FORMS).
+    monkeypatch.setattr("klineage.skills.retrieve.OTHER_FORMS", {})
     from klineage.llm import get_backend
     from klineage.optimize import Settings, optimize
     from klineage.skills import read_json
