@@ -112,11 +112,16 @@ def _distance(c: dict[str, int], launch: Launch, e: ExpertConfig) -> float:
 
 
 def nearest_configs(
-    launch: Launch, experts: list[ExpertConfig], count: int, *, dot: bool
+    launch: Launch,
+    experts: list[ExpertConfig],
+    count: int,
+    *,
+    dot: bool,
+    space: list[dict[str, int]] | None = None,
 ) -> tuple[list[dict[str, int]], str]:
-    """The current config and the count - 1 configs of the space nearest to an expert's of
-    the same kind; and a note saying what they were matched to."""
-    space = launch.space()
+    """The current config and the count - 1 configs of the space (launch.space() unless given)
+    nearest to an expert's of the same kind; and a note saying what they were matched to."""
+    space = space if space is not None else launch.space()
     same = list(dict.fromkeys(e for e in experts if e.dot == dot and e.sizes))
     if not same:
         return space[: max(1, count)], "no expert config of this kind: the space in order"

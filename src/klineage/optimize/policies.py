@@ -101,15 +101,14 @@ def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
 
     if ctx.device != "cuda":
         return  # nothing is timed on the CPU: a space has nothing to choose by
+    experts = expert_configs(ctx.skills) if prior else []
     for launch in analyse(ctx.best_source):
         space = launch.space() if not launch.problem else []
         if len(space) < 2:
             continue
         if prior:
             dot = "tl.dot" in ctx.best_source
-            configs, note = nearest_configs(
-                launch, expert_configs(ctx.skills), ctx.configs, dot=dot
-            )
+            configs, note = nearest_configs(launch, experts, ctx.configs, dot=dot, space=space)
         else:
             configs, note = (
                 draw(space, ctx.configs, _seed(ctx)),

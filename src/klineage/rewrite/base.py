@@ -152,6 +152,16 @@ def is_triton_jit(decorator: cst.Decorator) -> bool:
     return name in ("triton.jit", "jit") or name.endswith(".jit")
 
 
+def autotune_call(decorator: cst.Decorator) -> cst.Call | None:
+    """The `triton.autotune(...)` call of a decorator (any alias of the module), else None."""
+    d = decorator.decorator
+    if isinstance(d, cst.Call) and (
+        dotted(d.func) == "autotune" or dotted(d.func).endswith(".autotune")
+    ):
+        return d
+    return None
+
+
 def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
     for a in call.args:
         if a.keyword is not None and a.keyword.value == name:

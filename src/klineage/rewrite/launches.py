@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from klineage.rewrite.base import autotune_call, dotted, is_triton_jit, parse
 from klineage.rewrite.base import code_of as _code
-from klineage.rewrite.base import dotted, is_triton_jit, parse
 from klineage.rewrite.blocks import _is_block_name, _literal, _tile_counts
 
 WARPS = (1, 2, 4, 8, 16)
@@ -178,7 +178,7 @@ class _Module(cst.CSTVisitor):
             self.functions[node.name.value] = node
             if any(is_triton_jit(d) for d in node.decorators):
                 self.kernels[node.name.value] = node
-                if any("autotune" in _code(d.decorator).split("(")[0] for d in node.decorators):
+                if any(autotune_call(d) for d in node.decorators):
                     self.autotuned.add(node.name.value)
         self.stack.append(node.name.value)
 

@@ -22,7 +22,14 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, kwarg, parse
+from klineage.rewrite.base import (
+    RewritePass,
+    RewriteResult,
+    Site,
+    autotune_call,
+    kwarg,
+    parse,
+)
 from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
@@ -35,15 +42,6 @@ class _Replacer(cst.CSTTransformer):
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         return self.mapping.get(id(original_node), updated_node)
-
-
-def _is_autotune(decorator: cst.Decorator) -> cst.Call | None:
-    d = decorator.decorator
-    if isinstance(d, cst.Call) and (
-        dotted(d.func) == "autotune" or dotted(d.func).endswith(".autotune")
-    ):
-        return d
-    return None
 
 
 @dataclass
@@ -97,7 +95,7 @@ class _Finder(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         for dec in node.decorators:
-            call = _is_autotune(dec)
+            call = autotune_call(dec)
             if call is not None:
                 line = self.get_metadata(PositionProvider, dec).start.line
                 self.found.append((line, node.name.value, call))

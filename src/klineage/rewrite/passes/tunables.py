@@ -31,7 +31,7 @@ from typing import Any
 
 import libcst as cst
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, parse
+from klineage.rewrite.base import RewritePass, RewriteResult, Site, autotune_call, dotted, parse
 from klineage.rewrite.blocks import _tile_counts
 from klineage.rewrite.launches import DEFAULT_COUNT, Launch, _bindings, _grid, _reads, analyse, draw
 from klineage.rewrite.registry import register
@@ -255,13 +255,10 @@ class Tunables(RewritePass):
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         def run() -> RewriteResult:
-            ready = [x for x in analyse(source) if not x.problem]
-            launch = next((x for x in ready if x.kernel == site.params.get("kernel")), None)
+            mine = [x for x in analyse(source) if x.kernel == site.params.get("kernel")]
+            launch = next((x for x in mine if not x.problem), None)
             if launch is None:
-                why = next(
-                    (x.problem for x in analyse(source) if x.kernel == site.params.get("kernel")),
-                    "",
-                )
+                why = mine[0].problem if mine else ""
                 return RewriteResult.skip(
                     f"no liftable launch of {site.params.get('kernel')}: {why}", site
                 )
@@ -300,8 +297,8 @@ def fold(source: str, keep: list[int]) -> str | None:
 
     class Find(cst.CSTVisitor):
         def visit_Decorator(self, node: cst.Decorator) -> None:
-            d = node.decorator
-            if isinstance(d, cst.Call) and dotted(d.func).split(".")[-1] == "autotune":
+            d = autotune_call(node)
+            if d is not None:
                 for a in d.args:
                     if (a.keyword is None or a.keyword.value == "configs") and isinstance(
                         a.value, cst.List
