@@ -49,7 +49,25 @@ def lock_paths(directory: Path | None = None) -> tuple[Path, Path]:
     return d / f"{stem}.lock", d / f"{stem}.turnstile"
 
 
-class GpuLock:
+class _Holds:
+    """`held(mode)`: a lock's mode for a block, released after it."""
+
+    def acquire(self, mode: LockMode) -> object:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def held(self, mode: LockMode) -> Iterator[None]:
+        self.acquire(mode)
+        try:
+            yield
+        finally:
+            self.release()
+
+
+class GpuLock(_Holds):
     """One holder of the GPU lock, in one mode at a time (or none); see the module docstring.
 
     `acquire(mode)` blocks until the mode is held; the seconds it waited are added to
@@ -108,15 +126,6 @@ class GpuLock:
                     os.close(fd)
             self._fds = None
 
-    @contextlib.contextmanager
-    def held(self, mode: LockMode) -> Iterator[None]:
-        """`mode` for the block, released after it."""
-        self.acquire(mode)
-        try:
-            yield
-        finally:
-            self.release()
-
     def __enter__(self) -> GpuLock:
         return self
 
@@ -136,7 +145,7 @@ def gpu_lock(clock: Clock | None, mode: LockMode = LockMode.EXCLUSIVE) -> Iterat
 RELEASE = "release"  # besides the LockMode values, the one other request a child may send
 
 
-class LockByProxy:
+class LockByProxy(_Holds):
     """The GPU lock as the sandboxed reference process sees it: the parent holds it on its
     behalf (gate/session.py: run_reference). `acquire(mode)` writes the mode's name and a
     newline to `ask_fd` and returns when the parent answers "ok" on `ok_fd`, holding it.
@@ -171,11 +180,3 @@ class LockByProxy:
         if self.mode is not None:
             self._ask(RELEASE)
             self.mode = None
-
-    @contextlib.contextmanager
-    def held(self, mode: LockMode) -> Iterator[None]:
-        self.acquire(mode)
-        try:
-            yield
-        finally:
-            self.release()
