@@ -57,10 +57,8 @@ class _Lift(cst.CSTTransformer):
         self.launch, self.decorator, self.grid_name = launch, decorator, grid_name
         self.lifted = {t.name for t in launch.tunables} | {"num_warps", "num_stages"}
         self.locals = {t.local: t for t in launch.tunables if t.local}
-        self.by_value = {t.value: t for t in launch.tunables if not t.local}
         self.depth = 0
         self.function = ""
-        self.done = False
 
     def _meta(self, grid: cst.BaseExpression) -> cst.BaseExpression:
         """`lambda META: grid`, each lifted size read from META: a local by name, a literal
@@ -170,7 +168,6 @@ class _Lift(cst.CSTTransformer):
                 assert isinstance(sub, cst.Subscript)
                 element = sub.slice[0].with_changes(slice=cst.Index(self._meta(grid)))
                 new = new.with_changes(func=sub.with_changes(slice=[element]))
-        self.done = True
         return new
 
 
