@@ -321,3 +321,15 @@ def test_env_var_forces_a_weaker_level(box: Box, monkeypatch: pytest.MonkeyPatch
     assert spec.level is PROCESS
     assert spec.argv == [sys.executable, "-c", "pass"]
     assert _run(spec).returncode == 0
+
+
+def test_the_reference_compiles_in_its_own_process(monkeypatch) -> None:
+    """Inductor's default is a pool of one worker per core for each compile: twelve gate calls
+    on one host would start a pool each. The reference gets one thread unless the user set it."""
+    from klineage.gate.session import _child_env
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    assert _child_env("cuda", with_src=True)["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in _child_env("cuda", with_src=False)
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")
+    assert _child_env("cuda", with_src=True)["TORCHINDUCTOR_COMPILE_THREADS"] == "4"

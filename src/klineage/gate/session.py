@@ -266,8 +266,13 @@ def _python_path() -> list[Path]:
 
 def _child_env(device: str, *, with_src: bool) -> dict[str, str]:
     env: dict[str, str] = {}
-    if with_src:
+    if with_src:  # the reference process
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in _python_path())
+        # torch.compile compiles in the reference's own process: by default inductor starts a
+        # pool of one torch-importing worker per core for each compile, and twelve gate calls
+        # side by side on a 16-core host start 192 of them. The graphs are one problem's
+        # forward, small enough to compile in-process. The user's own setting wins.
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     return env
