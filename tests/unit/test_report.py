@@ -13,7 +13,7 @@ import pytest
 from klineage.errors import LoadError
 from klineage.report import load_bench, render_report, write_report
 from klineage.report.charts import log_ticks
-from klineage.report.html import _anytime
+from klineage.report.curves import _anytime
 from klineage.report.verdict import empty_reason, headline
 from klineage.skills import read_json
 from klineage.skills.library import shipped_library_path

@@ -1,8 +1,9 @@
 """Inline SVG charts for the claim: a dot plot (one line per problem, a dot per policy, with
-the range across seeds as a whisker) and a predicted-against-measured scatter with y = x.
+the range across seeds as a whisker), a predicted-against-measured scatter with y = x, and the
+anytime curves' step lines (best speedup so far against gate calls, curves.py).
 
-Standard library only; every label goes through `_e`. Speedups are drawn on a log scale, so
-2x and 0.5x sit the same distance from 1x.
+Standard library only; every label goes through `_e`. The dot plot and the scatter draw
+speedups on a log scale, so 2x and 0.5x sit the same distance from 1x.
 """
 
 from __future__ import annotations
@@ -186,3 +187,126 @@ def scatter(pairs: list[Pair], *, title: str) -> str:
         )
     out.append("</svg>")
     return "".join(out)
+
+
+# -- the anytime curves: best speedup so far against gate calls, as step lines ----------
+
+
+@dataclass
+class StepSeries:
+    name: str
+    color: str
+    dash: str
+    values: list[float]  # at gate calls 0, 1, ..., len - 1
+
+
+def _nice_ticks(lo: float, hi: float, n: int) -> list[float]:
+    """Round tick values covering [lo, hi] with about n intervals."""
+    span = max(hi - lo, 1e-9)
+    mag = 10 ** math.floor(math.log10(span / n))
+    step = mag
+    for m in (1, 2, 2.5, 5, 10):
+        step = m * mag
+        if span / step <= n:
+            break
+    start = math.floor(lo / step + 1e-9) * step
+    count = math.ceil((hi - start) / step - 1e-9)
+    return [start + i * step for i in range(max(count, 1) + 1)]
+
+
+def _tick_label(t: float, ticks: list[float]) -> str:
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    for d in range(5):
+        if abs(round(step, d) - step) < 1e-9:
+            return f"{t:.{d}f}"
+    return f"{t:.4g}"
+
+
+def _int_step(x_max: int, n: int) -> int:
+    for step in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000):
+        if x_max / step <= n:
+            return step
+    return max(1, x_max // n)
+
+
+def step_chart(series: list[StepSeries], x_max: int, label: str, *, small: bool = False) -> str:
+    """A step-line chart of best-so-far speedups against gate calls, with axes and a legend."""
+    if small:
+        w, h, ml, mr, mt, mb, font = 250, 150, 38, 8, 8, 24, 10
+    else:
+        w, h, ml, mr, mt, mb, font = 720, 340, 56, 170, 14, 44, 12
+    pw, ph = w - ml - mr, h - mt - mb
+    ys = [v for s in series for v in s.values] + [1.0]
+    lo, hi = min(ys), max(ys)
+    if hi - lo < 1e-6:
+        hi = lo + 0.1
+    ticks = _nice_ticks(lo, hi, 3 if small else 6)
+    y0, y1 = ticks[0], ticks[-1]
+    x_max = max(x_max, 1)
+
+    def sx(x: float) -> float:
+        return ml + pw * x / x_max
+
+    def sy(y: float) -> float:
+        return mt + ph * (1 - (y - y0) / (y1 - y0))
+
+    out = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" '
+        f'width="{w}" height="{h}" role="img" font-size="{font}"><title>{_e(label)}</title>'
+    ]
+    for t in ticks:  # horizontal grid and y tick labels
+        y = sy(t)
+        out.append(f'<line x1="{ml}" x2="{ml + pw}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
+        out.append(
+            f'<text x="{ml - 5}" y="{y + font / 3:.1f}" text-anchor="end">{_tick_label(t, ticks)}×</text>'
+        )
+    step = _int_step(x_max, 5 if small else 12)
+    for k in range(0, x_max + 1, step):  # x ticks
+        x = sx(k)
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{mt + ph}" y2="{mt + ph + 4}" class="axis"/>'
+        )
+        out.append(f'<text x="{x:.1f}" y="{mt + ph + 5 + font}" text-anchor="middle">{k}</text>')
+    out.append(f'<line x1="{ml}" x2="{ml}" y1="{mt}" y2="{mt + ph}" class="axis"/>')
+    out.append(f'<line x1="{ml}" x2="{ml + pw}" y1="{mt + ph}" y2="{mt + ph}" class="axis"/>')
+    if y0 <= 1.0 <= y1:  # the naive start
+        out.append(
+            f'<line x1="{ml}" x2="{ml + pw}" y1="{sy(1.0):.1f}" y2="{sy(1.0):.1f}" class="ref"/>'
+        )
+    if not small:
+        out.append(
+            f'<text x="{ml + pw / 2:.1f}" y="{h - 6}" text-anchor="middle">gate calls</text>'
+            f'<text transform="translate(14 {mt + ph / 2:.1f}) rotate(-90)" text-anchor="middle">'
+            "best speedup so far (geomean)</text>"
+        )
+    for s in series:
+        if not s.values:
+            continue
+        d = [f"M{sx(0):.1f} {sy(s.values[0]):.1f}"]
+        for k in range(1, len(s.values)):
+            d.append(f"H{sx(k):.1f}V{sy(s.values[k]):.1f}")
+        dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
+        out.append(
+            f'<path d="{"".join(d)}" fill="none" stroke="{s.color}" stroke-width="{1.5 if small else 2.2}"'
+            f"{dash}><title>{_e(s.name)}: {s.values[-1]:.2f}× after {len(s.values) - 1} gate calls"
+            "</title></path>"
+        )
+    if not small:  # legend
+        lx = ml + pw + 16
+        for i, s in enumerate(series):
+            y = mt + 10 + i * 20
+            dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
+            out.append(
+                f'<line x1="{lx}" x2="{lx + 26}" y1="{y}" y2="{y}" stroke="{s.color}" stroke-width="2.2"{dash}/>'
+                f'<text x="{lx + 32}" y="{y + 4}">{_e(s.name)} ({s.values[-1]:.2f}×)</text>'
+            )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def swatch(color: str, dash: str) -> str:
+    d = f' stroke-dasharray="{dash}"' if dash else ""
+    return (
+        '<svg class="swatch" xmlns="http://www.w3.org/2000/svg" width="28" height="10" aria-hidden="true">'
+        f'<line x1="1" x2="27" y1="5" y2="5" stroke="{color}" stroke-width="2.2"{d}/></svg>'
+    )

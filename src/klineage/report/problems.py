@@ -23,6 +23,7 @@ from klineage.report.values import (
     _policies,
     _problems,
     _rows,
+    _section,
     _times,
 )
 from klineage.report.verdict import empty_reason, seed_spread
@@ -119,7 +120,9 @@ def speedups_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
             )
         else:
             reason = "No measured speedup in this bench: every run failed."
-        return _sec("speedups", "Final speedup per problem", f'<p class="note">{_e(reason)}</p>')
+        return _section(
+            "speedups", "Final speedup per problem", f'<p class="note">{_e(reason)}</p>'
+        )
     failed = sorted(
         f"{_short(q)} ({p})"
         for (q, p), rs in by.items()
@@ -133,7 +136,7 @@ def speedups_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
     if failed:
         cap += f" Not drawn, the run failed: {', '.join(failed)}."
     body = f"<figure>{chart}<figcaption>{_e(cap)}</figcaption></figure>"
-    return _sec("speedups", "Final speedup per problem", body)
+    return _section("speedups", "Final speedup per problem", body)
 
 
 def prediction_pairs(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -> list[Pair]:
@@ -175,7 +178,7 @@ def predicted_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) 
             )
         else:
             why = "No pairs: no kept trial has both a predicted and a measured speedup."
-        return _sec("predicted", title, f'<p class="note">{_e(why)}</p>')
+        return _section("predicted", title, f'<p class="note">{_e(why)}</p>')
     agree = sum(1 for p in pairs if (p.predicted >= PAYS_OFF) == (p.measured >= PAYS_OFF))
     within = sum(1 for p in pairs if max(p.measured / p.predicted, p.predicted / p.measured) < 1.25)
     over = sum(1 for p in pairs if p.predicted >= PAYS_OFF > p.measured)
@@ -203,7 +206,7 @@ def predicted_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) 
         "</figcaption></figure>"
         f"{_per_skill(pairs)}"
     )
-    return _sec("predicted", title, body)
+    return _section("predicted", title, body)
 
 
 def _per_skill(pairs: list[Pair]) -> str:
@@ -258,14 +261,14 @@ def roofline_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
             {empty_reason(bench, r, "pct_of_floor") for r in _rows(bench)} or {"no results"}
         )
         body = '<p class="note">No % of roofline in this bench: ' + _e("; ".join(reasons)) + ".</p>"
-        return _sec("roofline", "% of roofline", body)
+        return _section("roofline", "% of roofline", body)
     cap = (
         "How close each final kernel came to its roofline floor: the time the problem's bytes "
         "and FLOPs need at the GPU's bandwidth and throughput, over the kernel's time (geomean "
         "over the timed regimes). Low means room is left; the speedup chart says how much was "
         "gained, this one how much is left."
     )
-    return _sec(
+    return _section(
         "roofline", "% of roofline", f"<figure>{chart}<figcaption>{_e(cap)}</figcaption></figure>"
     )
 
@@ -333,7 +336,7 @@ def problems_section(bench: dict[str, Any], applied: Any) -> str:
     out.append(
         "<h4>Why a cell is empty</h4>" + (why.notes() or '<p class="note">No empty cells.</p>')
     )
-    return _sec("problems", "Problems × policies", "\n".join(out))
+    return _section("problems", "Problems × policies", "\n".join(out))
 
 
 HEAD = (
@@ -443,7 +446,3 @@ def _spread_td(
     if spread:
         return f'<td class="num">{spread[0]:.2f}–{spread[1]:.2f}×</td>'
     return f'<td class="num na">{why.dash(empty_reason(bench, r, "seed_spread"))}</td>'
-
-
-def _sec(sid: str, title: str, body: str) -> str:
-    return f'<section id="{sid}"><h2>{_e(title)}</h2>\n{body}\n</section>\n'

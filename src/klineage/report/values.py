@@ -49,6 +49,11 @@ def _cls(x: object) -> str:
     return "up" if v >= PAYS_OFF else "down" if v <= 1 / PAYS_OFF else "flat"
 
 
+def _section(sid: str, title: str, body: str) -> str:
+    """One section of the page: its id (the nav's anchor), a heading, the body's HTML."""
+    return f'<section id="{sid}"><h2>{_e(title)}</h2>\n{body}\n</section>\n'
+
+
 def _td_times(x: object) -> str:
     return f'<td class="num {_cls(x)}">{_times(x)}</td>'
 
