@@ -11,10 +11,15 @@ from pathlib import Path
 import pytest
 
 from klineage.gate.cache import KEY_BYTES, KEY_FILE, GateCache, cache_key
-from klineage.gate.records import GateResult, Stage, StageResult, Status
+from klineage.gate.records import GateResult, ProfileRow, Stage, StageNumbers, StageResult, Status
 
 KEY = cache_key({"candidate": "a"})
 OTHER = cache_key({"candidate": "b"})
+
+
+def _row(ms: float, host_ms: float) -> ProfileRow:
+    return ProfileRow(kernel_ms=ms, kernel_p20_ms=ms, kernel_p80_ms=ms, basis="device",
+                      host_ms=host_ms, host_p20_ms=host_ms, host_p80_ms=host_ms)  # fmt: skip
 
 
 def _result(accepted: bool = False) -> GateResult:
@@ -30,7 +35,9 @@ def _result(accepted: bool = False) -> GateResult:
                 stage=Stage.CORRECTNESS,
                 status=status,
                 message="beyond tolerance",
-                numbers={"max_abs_err": 0.1, "nan": math.nan, "neg_zero": -0.0, "big": 2**60},
+                numbers=StageNumbers(
+                    launches=2**60, launch_ms=math.nan, regimes={"tiny": _row(0.1, -0.0)}
+                ),
             )
         ],
         seconds=1.25,
@@ -54,7 +61,11 @@ def test_round_trip(tmp_path: Path) -> None:
     # Exactly what a JSON round trip of the result gives (NaN is stored as null, as before).
     assert got == GateResult.model_validate(result.model_dump(mode="json"))
     numbers = got.stages[0].numbers
-    assert numbers["max_abs_err"] == 0.1 and numbers["big"] == 2**60 and numbers["nan"] is None
+    assert numbers.launches == 2**60 and numbers.launch_ms is None
+    assert (
+        numbers.regimes["tiny"].kernel_ms == 0.1
+        and math.copysign(1, numbers.regimes["tiny"].host_ms) < 0
+    )
     entry = json.loads(_entry_path(tmp_path, KEY).read_text())
     assert set(entry) == {"key", "mac", "result"} and entry["key"] == KEY
     assert cache.rejected == 0

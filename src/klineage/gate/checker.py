@@ -36,7 +36,7 @@ from klineage.gate.protocol import (
     RefManifest,
     RefRegime,
 )
-from klineage.gate.records import RegimeOutcome, Stage, StageResult, Status
+from klineage.gate.records import RegimeOutcome, Stage, StageNumbers, StageResult, Status
 from klineage.gate.request import GateRequest, failed, passed
 from klineage.gate.session import Harness, load_outputs
 
@@ -193,7 +193,7 @@ class Checker:
         return StageResult(
             stage=Stage.COMPILE, status=Status.PASSED, seconds=time.perf_counter() - t0,
             message=f"{reply.launches} kernel launch(es) on first call" + (f"; autotuned: {tuned}" if tuned else ""),
-            numbers={"launches": reply.launches, "autotune_configs": self.seen.passes},
+            numbers=StageNumbers(launches=reply.launches, autotune_configs=self.seen.passes),
         ), reply  # fmt: skip
 
     def _guarded(

@@ -17,7 +17,15 @@ from klineage.errors import MachineError
 from klineage.gate.checker import Checker, Expected, load_candidate
 from klineage.gate.gpulock import GpuLock, LockMode
 from klineage.gate.protocol import RefManifest, RefRegime, RefRequest
-from klineage.gate.records import Fault, GateResult, RegimeOutcome, Stage, StageResult, Status
+from klineage.gate.records import (
+    Fault,
+    GateResult,
+    RegimeOutcome,
+    Stage,
+    StageNumbers,
+    StageResult,
+    Status,
+)
 from klineage.gate.request import EventCallback, GateRequest, failed, passed
 from klineage.gate.session import (
     CandidateDied,
@@ -175,7 +183,9 @@ def drive(
             stages[Stage.LOAD] = bad
             return _done(req, stages, manifest, isolation, checker, assemble)
         stages[Stage.LOAD] = passed(
-            Stage.LOAD, f"Model and ModelNew loaded; regimes: {', '.join(names)}", regimes=names
+            Stage.LOAD,
+            f"Model and ModelNew loaded; regimes: {', '.join(names)}",
+            StageNumbers(regime_names=names),
         )
         if req.device == "cuda":  # loaded now, outside the GPU lock, timed after correctness
             base_harness, base, base_why_not = _base_side(req, workdir, inputs)

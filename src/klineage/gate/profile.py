@@ -23,6 +23,7 @@ from klineage.gate.records import (
     ProfileRow,
     RegimeOutcome,
     Stage,
+    StageNumbers,
     StageResult,
     Status,
     within_noise,
@@ -293,7 +294,7 @@ def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, 
     has) is swept first: each config timed once per regime, the fastest timed side by side."""
     cfg = req.config
     t0 = time.perf_counter()
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, ProfileRow] = {}
     outcomes: list[RegimeOutcome] = []
     suspicious: list[str] = []
     for regime in regimes:
@@ -307,7 +308,7 @@ def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, 
         if curve:
             row = row.model_copy(update={"configs": curve, "configs_in_table": table,
                                          "config_index": cand.force.get(regime.name)})  # fmt: skip
-        rows[regime.name] = row.model_dump(mode="json", exclude_none=True)
+        rows[regime.name] = row
         status, msg = Status.PASSED, describe(row)
         if row.suspicious:
             suspicious.append(f"{regime.name}: " + "; ".join(row.suspicious))
@@ -317,12 +318,12 @@ def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, 
         outcomes.append(RegimeOutcome(regime=regime.name, status=status, message=msg))
     if suspicious and not cfg.allow_suspicious:
         return StageResult(
-            stage=Stage.PROFILE, status=Status.FAILED, regimes=outcomes, numbers={"regimes": rows},
+            stage=Stage.PROFILE, status=Status.FAILED, regimes=outcomes, numbers=StageNumbers(regimes=rows),
             message="suspiciously fast (rerun with --allow-suspicious if you are sure): " + " | ".join(suspicious),
             seconds=time.perf_counter() - t0,
         )  # fmt: skip
     return StageResult(
         stage=Stage.PROFILE, status=Status.PASSED, message="; ".join(f"{o.regime}: {o.message}" for o in outcomes),
-        regimes=outcomes, numbers={"regimes": rows, "launch_ms": launch_ms, "basis": cfg.time_basis},
+        regimes=outcomes, numbers=StageNumbers(regimes=rows, launch_ms=launch_ms, basis=cfg.time_basis),
         seconds=time.perf_counter() - t0,
     )  # fmt: skip

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 
 class Stage(StrEnum):
@@ -154,11 +164,81 @@ class ProfileRow(BaseModel):
     suspicious: list[str] = Field(default_factory=list)
 
 
+class StageNumbers(BaseModel):
+    """What a stage measured: the load stage the regimes it found, the compile stage its first
+    call's launches and the autotune configs seen, the profile stage its per-regime timing
+    (with `launch_ms` and `basis` when it passed).
+
+    The JSON keeps the shape these had as a plain dict: a field the stage did not set is left
+    out (not written as null), a row leaves out its None fields, and the load stage's names are
+    written under "regimes" as a list (the profile stage's rows are a dict there)."""
+
+    # Every shape ever stored validates (old rows are read below), so a key no stage writes is
+    # a mistake, not history.
+    model_config = ConfigDict(extra="forbid")
+
+    regime_names: list[str] | None = None  # load; "regimes" in the JSON
+    launches: int | None = None  # compile
+    autotune_configs: int | None = None  # compile: the autotune passes of the first call
+    regimes: dict[str, ProfileRow] = Field(default_factory=dict)  # profile
+    # The empty kernel's launch time (gate/profile.py: launch-bound regimes), None if unmeasured.
+    launch_ms: float | None = None
+    basis: Literal["device", "host"] | None = None  # the time basis asked for (--time)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _load_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("regimes"), list):
+            return {**{k: v for k, v in data.items() if k != "regimes"},
+                    "regime_names": data["regimes"]}  # fmt: skip
+        return data
+
+    @field_validator("regimes", mode="before")
+    @classmethod
+    def _current_rows(cls, rows: Any) -> Any:
+        """Rows from before the timing had its current shape (protocol < 4: no host time) are
+        read with what they have, as basis "old"."""
+        if rows is None:
+            return {}
+        if not isinstance(rows, dict):
+            return rows  # not rows: the validation says so
+        return {name: _current_row(row) for name, row in rows.items()}
+
+    @field_serializer("regimes")
+    def _rows_without_nulls(
+        self, rows: dict[str, ProfileRow], info: SerializationInfo
+    ) -> dict[str, Any]:
+        return {r: row.model_dump(mode=info.mode, exclude_none=True) for r, row in rows.items()}
+
+    @model_validator(mode="after")
+    def _one_meaning_of_regimes(self) -> StageNumbers:
+        if {"regime_names", "regimes"} <= self.model_fields_set:
+            raise ValueError("regimes is either the load stage's names or the profile's rows")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        out = {k: v for k, v in data.items() if k in self.model_fields_set}
+        if "regime_names" in out:
+            out["regimes"] = out.pop("regime_names")
+        return out
+
+
+def _current_row(row: Any) -> Any:
+    if not isinstance(row, dict) or "host_ms" in row or "kernel_ms" not in row:
+        return row  # a current row, or not a row (the validation says so)
+    ms = row["kernel_ms"]  # an old row: do_bench medians, host-inclusive
+    p20, p80 = row.get("kernel_p20_ms", ms), row.get("kernel_p80_ms", ms)
+    return {**row, "basis": "old", "host_ms": ms, "host_p20_ms": p20, "host_p80_ms": p80,
+            "kernel_p20_ms": p20, "kernel_p80_ms": p80}  # fmt: skip
+
+
 class StageResult(BaseModel):
     stage: Stage
     status: Status
     message: str = ""
-    numbers: dict[str, Any] = Field(default_factory=dict)
+    numbers: StageNumbers = Field(default_factory=StageNumbers)
     regimes: list[RegimeOutcome] = Field(default_factory=list)
     seconds: float = 0.0
 
@@ -221,26 +301,12 @@ class GateResult(BaseModel):
     def profile_rows(self) -> dict[str, ProfileRow]:
         """Per-regime timing; empty when not measured (the CPU, or a rejection)."""
         stage = self.stage(Stage.PROFILE)
-        return _rows((stage.numbers.get("regimes") or {}) if stage is not None else {})
+        return dict(stage.numbers.regimes) if stage is not None else {}
 
 
 def profile_rows(gate: dict[str, Any]) -> dict[str, ProfileRow]:
     """Per-regime timing of a stored GateResult (as JSON)."""
     for stage in gate.get("stages", []):
         if stage.get("stage") == Stage.PROFILE.value:
-            return _rows((stage.get("numbers") or {}).get("regimes") or {})
+            return StageNumbers.model_validate(stage.get("numbers") or {}).regimes
     return {}
-
-
-def _rows(rows: dict[str, dict[str, Any]]) -> dict[str, ProfileRow]:
-    """Rows from before the timing had its current shape (protocol < 4: no host time) are read
-    with what they have, as basis "old"."""
-    out = {}
-    for name, row in rows.items():
-        if "host_ms" not in row:  # an old row: do_bench medians, host-inclusive
-            ms = row["kernel_ms"]
-            p20, p80 = row.get("kernel_p20_ms", ms), row.get("kernel_p80_ms", ms)
-            row = {**row, "basis": "old", "host_ms": ms, "host_p20_ms": p20, "host_p80_ms": p80,
-                   "kernel_p20_ms": p20, "kernel_p80_ms": p80}  # fmt: skip
-        out[name] = ProfileRow.model_validate(row)
-    return out

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from klineage.config import GateConfig
-from klineage.gate.records import Stage, StageResult, Status
+from klineage.gate.records import Stage, StageNumbers, StageResult, Status
 
 # Progress events of a gate call ({"type": "start" | "progress", ...}) for a caller to show.
 EventCallback = Callable[[dict[str, Any]], None]
@@ -26,9 +26,10 @@ class GateRequest(BaseModel):
     base: str | None = None
 
 
-def failed(stage: Stage, message: str, **numbers: Any) -> StageResult:
-    return StageResult(stage=stage, status=Status.FAILED, message=message, numbers=numbers)
+def failed(stage: Stage, message: str) -> StageResult:
+    return StageResult(stage=stage, status=Status.FAILED, message=message)
 
 
-def passed(stage: Stage, message: str, **numbers: Any) -> StageResult:
-    return StageResult(stage=stage, status=Status.PASSED, message=message, numbers=numbers)
+def passed(stage: Stage, message: str, numbers: StageNumbers | None = None) -> StageResult:
+    return StageResult(stage=stage, status=Status.PASSED, message=message,
+                       numbers=numbers if numbers is not None else StageNumbers())  # fmt: skip
