@@ -55,3 +55,34 @@ def test_the_float64_evaluation_is_kept_and_authenticated_too(tmp_path: Path) ->
     stored = tmp_path / "cache" / "reference-cases" / "k"
     torch.save({"deltas": [torch.ones(3)]}, stored / "f64.pt")  # a wider PyTorch error planted
     assert cache.get("k", tmp_path / "b") is None and cache.rejected == 1
+
+
+def test_the_cache_is_bounded_and_yields_to_live_calls(tmp_path: Path, monkeypatch) -> None:
+    """Least recently used entries go first, past the cap and when a live call needs the disk;
+    the entry a call is using never goes."""
+    import os
+    import shutil
+
+    manifest, ref = _entry(tmp_path)
+    cache = ReferenceCache(tmp_path / "cache")
+    for k in ("old", "used", "new"):
+        cache.put(k, manifest, ref)
+    root = tmp_path / "cache" / "reference-cases"
+    for age, k in ((300, "old"), (200, "used"), (100, "new")):
+        t = os.path.getmtime(root / k / "entry.json") - age
+        os.utime(root / k / "entry.json", (t, t))
+    assert cache.get("used", tmp_path / "a") == manifest  # now the most recently used
+    one = sum(f.stat().st_size for f in (root / "new").iterdir())
+    monkeypatch.setenv("KLINEAGE_REFCACHE_GB", str(2.5 * one / (1 << 30)))
+    cache.trim()
+    assert sorted(p.name for p in root.iterdir()) == ["new", "used"]
+
+    free = {"bytes": 0}
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: type("U", (), {"free": free["bytes"]}))
+    monkeypatch.delenv("KLINEAGE_REFCACHE_GB")
+    cache.make_room(1 << 30, tmp_path, keep="new")  # the disk never frees: all but `keep` go
+    assert [p.name for p in root.iterdir()] == ["new"]
+    free["bytes"] = 2 << 30
+    cache.put("more", manifest, ref)
+    cache.make_room(1 << 30, tmp_path)  # enough free already: nothing goes
+    assert sorted(p.name for p in root.iterdir()) == ["more", "new"]

@@ -6,10 +6,18 @@ mounted in no sandbox. The manifest and the sha256 of every tensor file are auth
 the verdict cache's key (gate/cache.py); an entry that fails any check is a miss. The positions
 that "changed in place" cases move were drawn from os.urandom when the entry was made: the
 candidate never sees them before it sees the inputs, in any call.
+
+The cache holds GBs per problem on a GPU (a regime's inputs, expected outputs and float64
+evaluations, for every case), so it is bounded: at most `KLINEAGE_REFCACHE_GB` (default: a
+quarter of what the disk could give it, at most 16 GiB), least recently used entries first out;
+and it yields to live gate calls: a call that finds the disk short evicts entries before it waits
+(docs/benchmarks.md, "Under load": twelve calls' entries filled the H200 machine's 64 GB and every
+later call waited for free disk).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -56,6 +64,33 @@ def _copy_hashed(src: Path, dst: Path) -> str:
     return h.hexdigest()
 
 
+DEFAULT_CAP_BYTES = 16 << 30
+
+
+def cap_bytes(root: Path, held: int) -> int:
+    """The cache's size limit: KLINEAGE_REFCACHE_GB, or a quarter of the free disk plus what the
+    cache already holds, at most DEFAULT_CAP_BYTES."""
+    raw = os.environ.get("KLINEAGE_REFCACHE_GB", "")
+    if raw:
+        try:
+            return max(0, int(float(raw) * (1 << 30)))
+        except ValueError:
+            pass  # a setting that is not a number: the default, as for the other settings
+    try:
+        free = shutil.disk_usage(root).free
+    except OSError:
+        return DEFAULT_CAP_BYTES
+    return min(DEFAULT_CAP_BYTES, (free + held) // 4)
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for f in folder.iterdir():
+        with contextlib.suppress(OSError):
+            total += f.stat().st_size
+    return total
+
+
 def _files(manifest: RefManifest) -> list[str]:
     names = []
     for r in manifest.regimes:
@@ -90,6 +125,8 @@ class ReferenceCache:
         if not ok:
             self.rejected += 1
             return None
+        with contextlib.suppress(OSError):  # used: the last to go when the cache is full
+            os.utime(folder / "entry.json")
         into.mkdir()
         for name, digest in entry.files.items():
             if "/" in name or name.startswith("."):
@@ -120,3 +157,51 @@ class ReferenceCache:
             os.replace(tmp, final)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)  # a cache that cannot be written is no cache
+            return
+        self.trim(keep=key)
+
+    def _entries(self) -> list[tuple[float, Path, int]]:
+        """(last used, folder, bytes) of every entry, least recently used first."""
+        out = []
+        try:
+            folders = [f for f in self.root.iterdir() if not f.name.startswith(".")]
+        except OSError:
+            return []
+        for folder in folders:
+            try:
+                used = (folder / "entry.json").stat().st_mtime
+            except OSError:
+                used = 0.0  # no entry file: a broken entry, the first to go
+            out.append((used, folder, _size(folder)))
+        return sorted(out, key=lambda e: e[0])
+
+    def trim(self, keep: str = "") -> int:
+        """Remove least recently used entries (never `keep`) until the cache is within its cap;
+        the bytes removed."""
+        entries = self._entries()
+        held = sum(e[2] for e in entries)
+        cap = cap_bytes(self.root, held)
+        freed = 0
+        for _, folder, size in entries:
+            if held - freed <= cap:
+                break
+            if folder.name != keep:
+                shutil.rmtree(folder, ignore_errors=True)
+                freed += size
+        return freed
+
+    def make_room(self, need_free: int, under: Path, keep: str = "") -> int:
+        """Remove least recently used entries (never `keep`) until `need_free` bytes are free
+        under `under`, or no entry is left: a live gate call comes before a cached one. Files
+        an entry shares (hard links) with a running call free their space when that call ends."""
+        freed = 0
+        for _, folder, size in self._entries():
+            try:
+                if shutil.disk_usage(under).free >= need_free:
+                    break
+            except OSError:
+                break
+            if folder.name != keep:
+                shutil.rmtree(folder, ignore_errors=True)
+                freed += size
+        return freed
