@@ -42,7 +42,11 @@ from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command
 R = TypeVar("R", bound=BaseModel)
 _SRC_ROOT = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).with_name("harness.py")
-DEVTIME = Path(__file__).with_name("devtime.py")  # the harness's timing, copied beside it
+# The harness's own modules (no klineage imports), copied beside it and imported as siblings:
+# its monitors and its timing.
+HARNESS_SIBLINGS = tuple(
+    Path(__file__).with_name(name) for name in ("harness_monitors.py", "devtime.py")
+)
 
 
 class CandidateDied(Exception):
@@ -296,7 +300,8 @@ class Harness:
         run_dir.mkdir()
         script = run_dir / "main.py"
         shutil.copyfile(HARNESS, script)
-        shutil.copyfile(DEVTIME, run_dir / "devtime.py")
+        for sibling in HARNESS_SIBLINGS:
+            shutil.copyfile(sibling, run_dir / sibling.name)
         cmd_r, self._cmd_w = os.pipe()
         self._rep_r, rep_w = os.pipe()
         spec = sandbox_command(
