@@ -9,9 +9,10 @@ per regime), and one of the naive kernel beside itself (what "no difference" mea
 distill: the backward walk of the expert over the sweep, restricted to the passes that take
 its multi-row form apart (persistent_grid, rows_per_program), and the skills it yields.
 load: `klineage gate` with the klineage tree at --src (this tree, or an older one for a
-side-by-side comparison) on the 22 held-out starting kernels, `--workers` at a time, for
-`--window` seconds: round 0 cold (each problem's reference made and timed), later rounds the
-same kernels as new candidates (a comment appended), as an optimize loop sees them. With
+side-by-side comparison) on the held-out starting kernels (22 when it was measured),
+`--workers` at a time, for `--window` seconds: round 0 cold (each problem's reference made and
+timed), later rounds the same kernels as new candidates (a comment appended), as an optimize
+loop sees them. With
 --foreground N the corpus softmax expert is gated once alone first (at most `--alone` s), then
 N times during the load, and its device and host times per regime reported with their spread.
 Every gate call is cut at the window's end; each is appended to measurement-load-TAG.jsonl as

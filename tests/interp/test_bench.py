@@ -1,5 +1,6 @@
-"""The bench on the CPU: every held-out naive kernel passes the gate (the starts are correct),
-and `klineage bench` runs policies through the local pool and a local Ray instance."""
+"""The bench on the CPU: the held-out naive kernels pass the gate (the starts are correct; the
+few gated by hand are named in GATED_BY_HAND), and `klineage bench` runs policies through the
+local pool and a local Ray instance."""
 
 from __future__ import annotations
 
@@ -15,10 +16,28 @@ from klineage.gate import run_gate
 pytestmark = pytest.mark.interpreter
 
 
-@pytest.mark.parametrize("bp", suite_problems("heldout"), ids=lambda b: b.workload)
+# A CPU gate call costs 7-12 s here however small the regimes (most of it starts the
+# sandbox's and the reference's processes), and the suite had ~30 s to spare for the six
+# problems issue 16 added (the three kept cost 31 s in all on 2026-12-01): three are gated by
+# hand instead (`klineage gate PROBLEM naive.py --device cpu`, exit 0 on 2026-12-01; a copy
+# dropping one row rejected). What their naive kernels do stays covered: a strided walk down
+# each column with a running sum or maximum (column_softmax's three walks) and a
+# one-row-per-program copy with strided stores (the corpus transpose, test_corpus_gate.py).
+GATED_BY_HAND = frozenset({"column_mean_tall", "column_max_bf16", "batched_transpose_last2"})
+
+
+@pytest.mark.parametrize(
+    "bp",
+    [bp for bp in suite_problems("heldout") if bp.workload not in GATED_BY_HAND],
+    ids=lambda b: b.workload,
+)
 def test_every_held_out_start_passes_the_gate_on_the_cpu(bp) -> None:  # type: ignore[no-untyped-def]
     r = run_gate(bp.problem, bp.naive, device="cpu", config=GateConfig(cache=False))
     assert r.accepted, f"{bp.naive}: {r.message}"
+
+
+def test_the_starts_gated_by_hand_are_held_out_problems() -> None:
+    assert GATED_BY_HAND.issubset(bp.workload for bp in suite_problems("heldout"))
 
 
 def _check(result: dict, out: Path, policies: list[str]) -> None:
