@@ -22,7 +22,7 @@ from typing import Any
 from _common import append_jsonl, bench_ms, measure_ceilings, out_dir
 
 from klineage.config import GateConfig
-from klineage.gate import Stage, run_gate
+from klineage.gate import run_gate
 from klineage.gate.profile import floor_ms
 from klineage.gate.request import GateRequest
 from klineage.problem import load_problem
@@ -84,8 +84,10 @@ def gate_kernel(workload: str, kind: str, regimes: list[str], config: GateConfig
         regimes=regimes,
         config=config,
     )
-    prof = r.stage(Stage.PROFILE)
-    per = (prof.numbers.get("regimes", {}) if prof else {}) or {}
+    per = {
+        name: row.model_dump(mode="json", exclude_none=True)
+        for name, row in r.profile_rows().items()
+    }
     return {
         "accepted": r.accepted,
         "message": r.message,
