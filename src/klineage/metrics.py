@@ -1,4 +1,5 @@
-"""Speedups between two gate results, and the one geomean: every caller's definition.
+"""Every metric's one definition: speedups between two gate results, the geomean, what pays
+off, and the bench's measures of a run (calls to 95% of its final gain, the anytime curve).
 
 A speedup is base time / new time per regime (> 1: new is faster). Where the new result was
 gated with the base beside it (run_gate(base=...)), it is the side-by-side ratio of that call,
@@ -12,7 +13,7 @@ otherwise callers record it as "within noise" or "launch-bound" and never count 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,14 @@ from klineage.gate.records import profile_rows, within_noise
 
 # What "pays off" means everywhere (skills, retrieval, the report): 5% or more.
 PAYS_OFF = 1.05
+# A bench problem counts as improved at 3% or more: the optimize loop's default keep margin
+# (optimize.Settings.margin = 0.03), so "improved" means a policy kept at least one step.
+IMPROVED = 1.03
+# Calls to 95%: how soon a run had most of its final gain.
+CALLS_TO_FRACTION = 0.95
+
+# A run's curve: (gate calls, best speedup so far) points; point 0 is the start's gate (1.0).
+CurvePoint = tuple[float, float] | Sequence[float]
 
 
 @dataclass(frozen=True)
@@ -95,9 +104,10 @@ def inverse(s: Speedup) -> Speedup:
                    s.side_by_side, s.launch_bound, s.basis)  # fmt: skip
 
 
-def geomean(xs: Iterable[float]) -> float | None:
-    """Geometric mean of the positive values; None when there are none."""
-    vals = [x for x in xs if x > 0 and math.isfinite(x)]
+def geomean(xs: Iterable[float | None]) -> float | None:
+    """Geometric mean of the positive finite values (None: not measured, skipped); None when
+    there are none."""
+    vals = [x for x in xs if x is not None and x > 0 and math.isfinite(x)]
     if not vals:
         return None
     return math.exp(sum(math.log(x) for x in vals) / len(vals))
@@ -109,3 +119,40 @@ def timed_geomean(xs: dict[str, Speedup], regimes: Iterable[str] | None = None) 
     return geomean(
         s.value for r, s in xs.items() if not s.launch_bound and (keep is None or r in keep)
     )
+
+
+# --------------------------------------------------------------------------- bench runs
+
+
+def calls_to_95(curve: Sequence[CurvePoint]) -> int | None:
+    """Gate calls until the best-so-far speedup first reached 95% of the final best's gain
+    (None when nothing was gained)."""
+    if not curve:
+        return None
+    final = curve[-1][1]
+    if final <= 1.0:
+        return None
+    target = 1.0 + CALLS_TO_FRACTION * (final - 1.0)
+    return int(next(c for c, s in curve if s >= target))
+
+
+def best_after(curve: Sequence[CurvePoint], n: float) -> float:
+    """The best speedup after n gate calls: the best of the curve's points at or before n, and
+    never under 1.0 (the naive start, which is what a run with no curve, a failed one, has)."""
+    return max([1.0] + [float(s) for c, s in curve if c <= n])
+
+
+def anytime(curves: Sequence[Sequence[CurvePoint]], calls: Iterable[int]) -> list[float]:
+    """Geomean over runs of the best speedup after each n in `calls` gate calls (a failed run,
+    with no curve, counts 1.0x): how fast a policy gains, which a final speedup hides once
+    every policy has tried everything that applies. The bench's summary takes n = 1..N (the
+    candidate calls); the report draws n = 0..budget, the start included."""
+    return [geomean(best_after(c, n) for c in curves) or 1.0 for n in calls]
+
+
+def anytime_mean(curves: Sequence[Sequence[CurvePoint]], n_max: int) -> float | None:
+    """The anytime curve over 1..n_max candidate calls, averaged (None without a horizon)."""
+    if not curves or n_max < 1:
+        return None
+    curve = anytime(curves, range(1, n_max + 1))
+    return sum(curve) / len(curve)

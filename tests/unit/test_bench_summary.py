@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from klineage.bench.run import best_after, calls_to_95, summarize
+from klineage.bench.run import summarize
+from klineage.metrics import best_after, calls_to_95
 
 
 def row(policy: str, curve: list[list[float]], speedup: float | None = None) -> dict[str, object]:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from klineage.errors import LoadError
+from klineage.metrics import anytime
 from klineage.report import load_bench, render_report, write_report
 from klineage.report.charts import log_ticks
-from klineage.report.curves import _anytime
 from klineage.report.verdict import empty_reason, headline
 from klineage.skills import read_json
 from klineage.skills.library import shipped_library_path
@@ -121,7 +121,8 @@ def test_report_page(tmp_path: Path) -> None:
 def test_anytime_curve_is_the_geomean_of_step_functions() -> None:
     rows = [{"curve": [[0, 1.0], [2, 4.0]]}, {"curve": [[0, 1.0], [1, 1.0]]}, {"curve": []}]
     # At 2 calls: geomean(4, 1, 1) = 4 ** (1/3); before, all 1; a failed run stays at 1.
-    assert _anytime(rows, 3) == pytest.approx([1.0, 1.0, 4 ** (1 / 3), 4 ** (1 / 3)])
+    curves = [r["curve"] for r in rows]
+    assert anytime(curves, range(4)) == pytest.approx([1.0, 1.0, 4 ** (1 / 3), 4 ** (1 / 3)])
 
 
 def test_nulls_predicted_and_broken_fields_render() -> None:

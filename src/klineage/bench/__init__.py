@@ -1,13 +1,12 @@
 """Evaluation: suites, baselines (memory-based policies), executors and `klineage bench`."""
 
-from klineage.bench.run import DEFAULT_POLICIES, calls_to_95, run_bench, summarize
+from klineage.bench.run import DEFAULT_POLICIES, run_bench, summarize
 from klineage.bench.suites import SUITES, BenchProblem, leave_one_out, suite_problems
 
 __all__ = [
     "DEFAULT_POLICIES",
     "SUITES",
     "BenchProblem",
-    "calls_to_95",
     "leave_one_out",
     "run_bench",
     "suite_problems",

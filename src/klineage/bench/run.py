@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from klineage import metrics
 from klineage.bench.executor import make_executor
 from klineage.bench.memory import Memory, build_memory
 from klineage.bench.suites import (
@@ -33,6 +32,7 @@ from klineage.bench.suites import (
 )
 from klineage.config import GateConfig
 from klineage.errors import KLineageError, UsageError
+from klineage.metrics import IMPROVED, anytime, anytime_mean, calls_to_95, geomean
 from klineage.skills import read_json, to_json
 from klineage.skills.library import load_library
 
@@ -43,23 +43,6 @@ SKILL_POLICIES = ("klineage", "what-only")
 # a memory does not rank): with --seeds N each runs N times; the others run once.
 SEEDED_POLICIES = ("random", "adaexplore", "accelopt")
 MEMORY_POLICIES = ("adaexplore", "accelopt")
-
-
-def geomean(xs: list[float | None]) -> float | None:
-    """klineage.metrics.geomean over the values that were measured (None: not)."""
-    return metrics.geomean(x for x in xs if x is not None)
-
-
-def calls_to_95(curve: list[list[float]] | list[tuple[int, float]]) -> int | None:
-    """Gate calls until the best-so-far speedup first reached 95% of the final best's gain
-    (None when nothing was gained)."""
-    if not curve:
-        return None
-    final = curve[-1][1]
-    if final <= 1.0:
-        return None
-    target = 1.0 + 0.95 * (final - 1.0)
-    return int(next(c for c, s in curve if s >= target))
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -114,21 +97,6 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def best_after(curve: list[list[float]] | list[tuple[int, float]], n: int) -> float:
-    """The best speedup after n candidate gate calls (curve point 0 is the start's gate)."""
-    return max([1.0] + [float(s) for c, s in curve if 0 < c <= n])
-
-
-def anytime(rows: list[dict[str, Any]], n_max: int) -> list[float]:
-    """Geomean over rows of the best speedup after n = 1..n_max candidate gate calls (a failed
-    run counts 1.0x): how fast a policy gains, which a final speedup hides once every policy
-    has tried everything that applies."""
-    return [
-        geomean([best_after(r.get("curve") or [], n) for r in rows]) or 1.0
-        for n in range(1, n_max + 1)
-    ]
-
-
 def summarize(rows: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
     out: dict[str, dict[str, Any]] = {}
     # One horizon for every policy: the longest run's candidate calls.
@@ -152,12 +120,12 @@ def summarize(rows: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]
             "geomean_vs_compile": geomean([r.get("vs_compile") for r in mine]),
             "geomean_fraction_of_expert": geomean([r.get("fraction_of_expert") for r in mine]),
             "mean_calls_to_95": sum(c95) / len(c95) if c95 else None,
-            "improved": sum(1 for v in per_problem.values() if (geomean(list(v)) or 1.0) >= 1.03),
+            "improved": sum(1 for v in per_problem.values() if (geomean(list(v)) or 1.0) >= IMPROVED),
         }  # fmt: skip
         if n_max:
-            curve = anytime(mine, n_max)
-            out[p]["anytime"] = curve
-            out[p]["anytime_mean"] = sum(curve) / len(curve)
+            curves = [r.get("curve") or [] for r in mine]
+            out[p]["anytime"] = anytime(curves, range(1, n_max + 1))
+            out[p]["anytime_mean"] = anytime_mean(curves, n_max)
     return out
 
 

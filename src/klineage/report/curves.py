@@ -1,16 +1,16 @@
 """The anytime curves: each row's best speedup so far against gate calls (a step function of
 its curve points), their geomean over problems per policy, and the section that draws them (one
-chart for the claim, small multiples per problem)."""
+chart for the claim, small multiples per problem). Both are klineage.metrics' (best_after,
+anytime), drawn over 0..budget gate calls."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from klineage.metrics import geomean
+from klineage.metrics import anytime, best_after
 from klineage.report.charts import StepSeries, step_chart, swatch
 from klineage.report.style import policy_style
-from klineage.report.values import _e, _num, _policies, _problems, _rows, _section
+from klineage.report.values import _curve, _e, _num, _policies, _problems, _rows, _section
 
 
 def _budget(bench: dict[str, Any]) -> int:
@@ -19,33 +19,6 @@ def _budget(bench: dict[str, Any]) -> int:
         return int(b)
     xs = [x for r in _rows(bench) for x, _ in _curve(r)]
     return max(1, int(max(xs, default=1)))
-
-
-def _curve(row: dict[str, Any]) -> list[tuple[float, float]]:
-    """A row's (gate calls, best speedup so far) points, sorted; malformed points dropped."""
-    pts = []
-    for p in row.get("curve") or []:
-        if isinstance(p, list | tuple) and len(p) == 2:
-            x, y = _num(p[0]), _num(p[1])
-            if x is not None and y is not None and y > 0:
-                pts.append((x, y))
-    return sorted(pts)
-
-
-def _best_at(points: Sequence[tuple[float, float]], k: float) -> float:
-    """The step function's value after k gate calls; 1.0 (the naive start) before any point."""
-    v = 1.0
-    for x, y in points:
-        if x > k:
-            break
-        v = y
-    return v
-
-
-def _anytime(rows: list[dict[str, Any]], budget: int) -> list[float]:
-    """Geomean over the rows of the best speedup so far, at 0..budget gate calls."""
-    curves = [_curve(r) for r in rows]
-    return [geomean(_best_at(c, k) for c in curves) or 1.0 for k in range(budget + 1)]
 
 
 def curves_section(bench: dict[str, Any]) -> str:
@@ -59,7 +32,9 @@ def curves_section(bench: dict[str, Any]) -> str:
     for p in policies:
         prs = [r for r in rows if str(r.get("policy")) == p]
         if prs:
-            series.append(StepSeries(p, *style[p], _anytime(prs, budget)))
+            series.append(
+                StepSeries(p, *style[p], anytime([_curve(r) for r in prs], range(budget + 1)))
+            )
     out = [
         '<figure class="main-chart">',
         step_chart(series, budget, "best speedup so far against gate calls, geomean over problems"),
@@ -77,7 +52,7 @@ def curves_section(bench: dict[str, Any]) -> str:
             StepSeries(
                 str(r.get("policy")),
                 *style[str(r.get("policy"))],
-                [_best_at(c, k) for k in range(budget + 1)],
+                [best_after(c, k) for k in range(budget + 1)],
             )
             for r in prs
             if (c := _curve(r))

@@ -92,3 +92,14 @@ def _problems(bench: dict[str, Any]) -> list[str]:
 def _is_predicted(row: dict[str, Any]) -> bool:
     label = row.get("label")
     return label is not None and str(label) != "measured"
+
+
+def _curve(row: dict[str, Any]) -> list[tuple[float, float]]:
+    """A row's (gate calls, best speedup so far) points, sorted; malformed points dropped."""
+    pts = []
+    for p in row.get("curve") or []:
+        if isinstance(p, list | tuple) and len(p) == 2:
+            x, y = _num(p[0]), _num(p[1])
+            if x is not None and y is not None and y > 0:
+                pts.append((x, y))
+    return sorted(pts)

@@ -10,8 +10,8 @@ import math
 from collections import Counter
 from typing import Any
 
-from klineage.metrics import PAYS_OFF, geomean
-from klineage.report.values import _is_predicted, _mean, _num, _policies, _rows
+from klineage.metrics import PAYS_OFF, anytime_mean, geomean
+from klineage.report.values import _curve, _is_predicted, _mean, _num, _policies, _rows
 
 SUITE_NAMES = {"heldout": "held-out", "corpus": "corpus"}
 # The policy whose claim the headline states; the others are its baselines.
@@ -47,27 +47,9 @@ def policy_summary(bench: dict[str, Any], policy: str) -> tuple[dict[str, Any], 
 
 
 def _anytime_mean(bench: dict[str, Any], rows: list[dict[str, Any]]) -> float | None:
-    from klineage.bench.run import anytime
-
-    def points(r: dict[str, Any]) -> list[Any]:
-        curve = r.get("curve")
-        return curve if isinstance(curve, list) else []
-
-    ok = [{"curve": [p for p in points(r) if _curve_point(p)]} for r in rows]
-    n_max = max((int(p[0]) for r in _rows(bench) for p in points(r) if _curve_point(p)), default=0)
-    if not ok or not n_max:
-        return None
-    curve = anytime(ok, n_max)
-    return sum(curve) / len(curve)
-
-
-def _curve_point(p: object) -> bool:
-    return (
-        isinstance(p, list | tuple)
-        and len(p) == 2
-        and _num(p[0]) is not None
-        and _num(p[1]) is not None
-    )
+    """metrics.anytime_mean of these rows, over the bench's horizon (its longest curve)."""
+    n_max = max((int(x) for r in _rows(bench) for x, _ in _curve(r)), default=0)
+    return anytime_mean([_curve(r) for r in rows], n_max)
 
 
 # --------------------------------------------------------------------------- seeds
