@@ -6,8 +6,8 @@ manner of simonw/llm's plugins. Every call can be logged (log.LoggedBackend) so 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from klineage.errors import KLineageError
 
@@ -31,7 +31,20 @@ class Completion:
     raw: dict[str, object] = field(default_factory=dict)
 
 
-class LLMBackend(Protocol):
+@dataclass(frozen=True)
+class Limits:
+    """What one completion may take: reply tokens, sampling temperature, seconds to wait."""
+
+    max_tokens: int
+    temperature: float
+    timeout_s: float
+
+
+class LLMBackend(ABC):
+    """A backend subclasses this (the built-ins too, as simonw/llm's models subclass llm.Model)
+    and implements reply(); complete() is the one signature callers use, so its keywords and
+    their defaults are written once for every backend."""
+
     name: str
 
     def complete(
@@ -43,4 +56,8 @@ class LLMBackend(Protocol):
         timeout_s: float = 120.0,
     ) -> Completion:
         """One chat completion; raises LLMError with a message a user can act on."""
-        ...
+        return self.reply(messages, Limits(max_tokens, temperature, timeout_s))
+
+    @abstractmethod
+    def reply(self, messages: list[Message], limits: Limits) -> Completion:
+        """complete() with its keywords in `limits`: what each backend implements."""

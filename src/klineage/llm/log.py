@@ -7,24 +7,17 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from klineage.llm.base import Completion, LLMBackend, LLMError, Message
+from klineage.llm.base import Completion, Limits, LLMBackend, LLMError, Message
 
 
-class LoggedBackend:
+class LoggedBackend(LLMBackend):
     def __init__(self, inner: LLMBackend, path: Path) -> None:
         self.inner = inner
         self.name = inner.name
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def complete(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int = 4096,
-        temperature: float = 0.2,
-        timeout_s: float = 120.0,
-    ) -> Completion:
+    def reply(self, messages: list[Message], limits: Limits) -> Completion:
         t0 = time.time()
         entry: dict[str, object] = {
             "backend": self.name,
@@ -33,7 +26,10 @@ class LoggedBackend:
         }
         try:
             c = self.inner.complete(
-                messages, max_tokens=max_tokens, temperature=temperature, timeout_s=timeout_s
+                messages,
+                max_tokens=limits.max_tokens,
+                temperature=limits.temperature,
+                timeout_s=limits.timeout_s,
             )
         except LLMError as e:
             entry.update(error=str(e), seconds=time.time() - t0)
