@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from klineage.bench import run_bench, suite_problems
+from klineage.bench.records import BenchFile
 from klineage.config import GateConfig
 from klineage.gate import run_gate
 
@@ -40,9 +41,9 @@ def test_the_starts_gated_by_hand_are_held_out_problems() -> None:
     assert GATED_BY_HAND.issubset(bp.workload for bp in suite_problems("heldout"))
 
 
-def _check(result: dict, out: Path, policies: list[str]) -> None:
+def _check(result: BenchFile, out: Path, policies: list[str]) -> None:
     saved = json.loads((out / "bench.json").read_text())
-    assert saved["rows"] == json.loads(json.dumps(result["rows"], default=str))
+    assert saved == json.loads(json.dumps(result.to_json(), default=str))
     assert {(r["problem"], r["policy"]) for r in saved["rows"]} == {
         ("heldout/log_softmax_rows", p) for p in policies
     }
@@ -63,10 +64,10 @@ def test_bench_local_pool(tmp_path: Path) -> None:
     _check(result, out, policies)
     assert (out / "memory-corpus.json").exists() and (out / "skills.json").exists()
     # Seeds: the seed-dependent policies ran twice (two stored runs), klineage once.
-    seeds = {p: sorted(r["seed"] for r in result["rows"] if r["policy"] == p) for p in policies}
+    seeds = {p: sorted(r.seed or 0 for r in result.rows if r.policy == p) for p in policies}
     assert seeds == {"klineage": [0], "random": [0, 1], "adaexplore": [0, 1]}
-    assert len({r["run_id"] for r in result["rows"]}) == 5
-    assert result["summary"]["random"]["runs"] == 2 and result["summary"]["random"]["problems"] == 1
+    assert len({r.run_id for r in result.rows}) == 5
+    assert result.summary["random"].runs == 2 and result.summary["random"].problems == 1
 
 
 def test_bench_on_a_local_ray_instance(tmp_path: Path) -> None:
@@ -94,6 +95,6 @@ def test_bench_on_a_folder_of_the_users_problems(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = run_bench(str(mine), policies=["random"], budget=1, device="cpu", out=out, db=tmp_path / "k.db",
                        config=GateConfig(cache=False))  # fmt: skip
-    (row,) = result["rows"]
-    assert row["problem"] == "level1/23_LogSoftmax" and row["error"] is None and row["success"], row
-    assert result["id"].startswith("level1-cpu-budget1-")
+    (row,) = result.rows
+    assert row.problem == "level1/23_LogSoftmax" and row.error is None and row.success, row
+    assert (result.id or "").startswith("level1-cpu-budget1-")

@@ -14,13 +14,31 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
+from klineage.bench.records import BenchRow
 from klineage.errors import UsageError
 
+# One (problem, policy, seed) run's arguments (bench/run.py _job): plain JSON, because it is
+# pickled to a worker process or a Ray task; it never leaves the bench package.
 Job = dict[str, Any]
 
 
+def _failed(job: Job, error: str) -> BenchRow:
+    """The row of a job whose worker died: the row says so, the bench goes on."""
+    return BenchRow.model_validate(
+        {
+            "problem": job["name"],
+            "policy": job["policy"],
+            "seed": job.get("seed"),
+            "success": False,
+            "gate_calls": 0,
+            "curve": [],
+            "error": error,
+        }
+    )
+
+
 class Executor(Protocol):
-    def map(self, fn: Callable[[Job], dict[str, Any]], jobs: list[Job]) -> Iterator[dict[str, Any]]:
+    def map(self, fn: Callable[[Job], BenchRow], jobs: list[Job]) -> Iterator[BenchRow]:
         """Results as jobs finish (any order)."""
         ...
 
@@ -44,7 +62,7 @@ def _pin(slots: Any) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = str(slots.get())
 
 
-def _run(fn: Callable[[Job], dict[str, Any]], job: Job) -> dict[str, Any]:
+def _run(fn: Callable[[Job], BenchRow], job: Job) -> BenchRow:
     os.environ.update(job.get("env") or {})
     return fn(job)
 
@@ -73,10 +91,8 @@ class LocalExecutor:
         self.pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, **init)
         self.workers = n
 
-    def map(self, fn: Callable[[Job], dict[str, Any]], jobs: list[Job]) -> Iterator[dict[str, Any]]:
-        pending: dict[Future[dict[str, Any]], Job] = {
-            self.pool.submit(_run, fn, j): j for j in jobs
-        }
+    def map(self, fn: Callable[[Job], BenchRow], jobs: list[Job]) -> Iterator[BenchRow]:
+        pending: dict[Future[BenchRow], Job] = {self.pool.submit(_run, fn, j): j for j in jobs}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
@@ -84,8 +100,7 @@ class LocalExecutor:
                 try:
                     yield f.result()
                 except Exception as e:  # a worker died: the row says so, the bench goes on
-                    yield {"problem": job["name"], "policy": job["policy"], "success": False, "gate_calls": 0, "curve": [],
-                           "error": f"worker failed: {type(e).__name__}: {e}"}  # fmt: skip
+                    yield _failed(job, f"worker failed: {type(e).__name__}: {e}")
 
     def close(self) -> None:
         self.pool.shutdown(cancel_futures=True)
@@ -114,7 +129,7 @@ class RayExecutor:
                 ) from e
         self.gpus = 1.0 / per_gpu if device == "cuda" else 0.0
 
-    def map(self, fn: Callable[[Job], dict[str, Any]], jobs: list[Job]) -> Iterator[dict[str, Any]]:
+    def map(self, fn: Callable[[Job], BenchRow], jobs: list[Job]) -> Iterator[BenchRow]:
         remote = self.ray.remote(num_gpus=self.gpus, max_retries=0)(_run)
         refs = {remote.remote(fn, j): j for j in jobs}
         while refs:
@@ -124,8 +139,7 @@ class RayExecutor:
                 try:
                     yield self.ray.get(ref)
                 except Exception as e:
-                    yield {"problem": job["name"], "policy": job["policy"], "success": False, "gate_calls": 0, "curve": [],
-                           "error": f"ray task failed: {type(e).__name__}: {str(e)[:300]}"}  # fmt: skip
+                    yield _failed(job, f"ray task failed: {type(e).__name__}: {str(e)[:300]}")
 
     def close(self) -> None:
         pass  # the cluster (or the local instance) outlives the bench; ray.shutdown() is the caller's

@@ -17,12 +17,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from klineage.bench.executor import make_executor
 from klineage.bench.memory import Memory, build_memory
+from klineage.bench.records import SCHEMA, BenchFile, BenchRow, PolicySummary
 from klineage.bench.suites import (
     BenchProblem,
     label,
@@ -36,7 +37,6 @@ from klineage.metrics import IMPROVED, anytime, anytime_mean, calls_to_95, geome
 from klineage.skills import read_json, to_json
 from klineage.skills.library import load_library
 
-SCHEMA = 1
 DEFAULT_POLICIES = ("klineage", "what-only", "random", "adaexplore", "accelopt")
 SKILL_POLICIES = ("klineage", "what-only")
 # Policies whose proposal order depends on the seed (a shuffled pass order, or the order of what
@@ -45,7 +45,7 @@ SEEDED_POLICIES = ("random", "adaexplore", "accelopt")
 MEMORY_POLICIES = ("adaexplore", "accelopt")
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
+def run_job(job: dict[str, Any]) -> BenchRow:
     """One optimize run (in a worker process; a GPU is pinned by the executor)."""
     from klineage.gate import run_gate
     from klineage.llm import get_backend
@@ -70,7 +70,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                      settings=settings, config=config, llm=llm, memory=memory)  # fmt: skip
     except KLineageError as e:
         row.update(success=False, error=str(e)[:500], gate_calls=0, curve=[], label="")
-        return row
+        return BenchRow.model_validate(row)
     regimes = s["regimes"]
     row.update(
         run_id=s["run_id"], success=True, label=s["label"], speedup=s["speedup"], gate_calls=s["gate_calls"],
@@ -94,44 +94,48 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         fr = [ex[r] / v["best_ms"] for r, v in regimes.items() if r in ex and v.get("best_ms")]
         row["fraction_of_expert"] = geomean(fr)
         row["expert_ms"] = ex
-    return row
+    return BenchRow.model_validate(row)
 
 
-def summarize(rows: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
-    out: dict[str, dict[str, Any]] = {}
+def summarize(rows: list[BenchRow], policies: list[str]) -> dict[str, PolicySummary]:
+    """Per policy with rows: its geomeans (a failed run counts 1.0x), success rate, problems
+    improved, mean calls to 95% and the anytime curve over one horizon for every policy."""
+    out: dict[str, PolicySummary] = {}
     # One horizon for every policy: the longest run's candidate calls.
-    n_max = max((int(c) for r in rows for c, _ in r.get("curve") or []), default=0)
+    n_max = max((c for r in rows for c, _ in r.curve), default=0)
     for p in policies:
-        mine = [r for r in rows if r["policy"] == p]
+        mine = [r for r in rows if r.policy == p]
         if not mine:
             continue
-        c95 = [int(r["calls_to_95"]) for r in mine if r.get("calls_to_95") is not None]
+        c95 = [r.calls_to_95 for r in mine if r.calls_to_95 is not None]
         # Several seeds of one problem: the problem's result is the geomean over its seeds.
         per_problem: dict[str, list[float]] = {}
         for r in mine:
-            per_problem.setdefault(str(r["problem"]), []).append(r.get("speedup") or 1.0)
-        out[p] = {
+            per_problem.setdefault(r.problem, []).append(r.speedup or 1.0)
+        summary: dict[str, Any] = {
             "problems": len(per_problem),
             "runs": len(mine),
-            "success_rate": sum(bool(r.get("success")) for r in mine) / len(mine),
+            "success_rate": sum(bool(r.success) for r in mine) / len(mine),
             # A failed run counts as no gain (1.0x), not as missing: failing is not free.
-            "geomean_speedup": geomean([r.get("speedup") or 1.0 for r in mine]) if any(r.get("speedup") for r in mine) else None,
-            "geomean_vs_eager": geomean([r.get("vs_eager") for r in mine]),
-            "geomean_vs_compile": geomean([r.get("vs_compile") for r in mine]),
-            "geomean_fraction_of_expert": geomean([r.get("fraction_of_expert") for r in mine]),
+            "geomean_speedup": geomean([r.speedup or 1.0 for r in mine]) if any(r.speedup for r in mine) else None,
+            "geomean_vs_eager": geomean([r.vs_eager for r in mine]),
+            "geomean_vs_compile": geomean([r.vs_compile for r in mine]),
+            "geomean_fraction_of_expert": geomean([r.fraction_of_expert for r in mine]),
             "mean_calls_to_95": sum(c95) / len(c95) if c95 else None,
-            "improved": sum(1 for v in per_problem.values() if (geomean(list(v)) or 1.0) >= IMPROVED),
+            "improved": sum(1 for v in per_problem.values() if (geomean(v) or 1.0) >= IMPROVED),
         }  # fmt: skip
         if n_max:
-            curves = [r.get("curve") or [] for r in mine]
-            out[p]["anytime"] = anytime(curves, range(1, n_max + 1))
-            out[p]["anytime_mean"] = anytime_mean(curves, n_max)
+            curves = [r.curve for r in mine]
+            summary["anytime"] = anytime(curves, range(1, n_max + 1))
+            summary["anytime_mean"] = anytime_mean(curves, n_max)
+        # Validated from the dict, so the keys set are the ones written (exclude_unset).
+        out[p] = PolicySummary.model_validate(summary)
     return out
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
+def _write(path: Path, bench: BenchFile) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    tmp.write_text(json.dumps(bench.to_json(), indent=1, default=str), encoding="utf-8")
     tmp.replace(path)
 
 
@@ -139,9 +143,9 @@ def run_bench(
     suite: str, *, policies: list[str], budget: int, device: str, out: Path, db: Path, executor: str = "local",
     address: str | None = None, workers: int | None = None, per_gpu: int = 1, problems: list[str] | None = None, regimes: list[str] | None = None,
     config: GateConfig | None = None, llm: str | None = None, seed: int = 0, seeds: int = 1, skills_file: Path | None = None,
-    rollouts_db: Path | None = None, on_row: Callable[[dict[str, Any], int, int], None] | None = None,
-    overrides: dict[str, Any] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    rollouts_db: Path | None = None, on_row: Callable[[BenchRow, int, int], None] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> BenchFile:  # fmt: skip
     from klineage.optimize.policies import policy_names
 
     known = policy_names()
@@ -210,30 +214,31 @@ def run_bench(
         for sd in (range(seed, seed + seeds) if p in SEEDED_POLICIES else [seed])
     ]
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    result: dict[str, Any] = {
+    fields: dict[str, Any] = {
         "schema": SCHEMA, "id": f"{label(suite)}-{device}-budget{budget}-{created[:16].replace(':', '')}", "suite": suite, "device": device, "budget": budget, "policies": policies, "seeds": seeds,
         "executor": executor, "environment": {}, "created": created, "compile": config.profile_compile,
         "rows": [], "summary": {}, "skills": [], "notes": sorted(set(notes)),
     }  # fmt: skip
     if skill_paths:
         first = next(iter(skill_paths.values()))
-        result["skills"] = (
+        fields["skills"] = (
             json.loads(Path(first).read_text(encoding="utf-8"))["skills"]
             if suite != "corpus"
             else []
         )
+    result = BenchFile.model_validate(fields)
     bench_json = out / "bench.json"
-    rows: list[dict[str, Any]] = []
+    rows: list[BenchRow] = []
     ex = make_executor(executor, device=device, workers=workers, address=address, per_gpu=per_gpu)
     try:
         for row in ex.map(run_job, jobs):
             rows.append(row)
-            if row.get("environment") and not result["environment"]:
-                result["environment"] = row["environment"]
-            result["rows"] = sorted(
-                rows, key=lambda r: (r["problem"], policies.index(r["policy"]), r["seed"])
+            if row.environment and not result.environment:
+                result.environment = row.environment
+            result.rows = sorted(
+                rows, key=lambda r: (r.problem, policies.index(r.policy), r.seed or 0)
             )
-            result["summary"] = summarize(rows, policies)
+            result.summary = summarize(rows, policies)
             _write(bench_json, result)
             if on_row:
                 on_row(row, len(rows), len(jobs))
@@ -257,8 +262,8 @@ def bench_regimes(bp: BenchProblem, device: str) -> list[str]:
 
 
 def suite_overrides(
-    probs: list[BenchProblem], overrides: dict[str, Any]
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    probs: list[BenchProblem], overrides: Mapping[str, object]
+) -> tuple[dict[str, dict[str, object]], list[str]]:
     """--set over a suite: each NAME=VALUE rebinds the problems that assign NAME at module
     level (KernelBench files name their sizes differently); a problem without it keeps its
     own. A name no problem of the suite assigns is a usage error naming the suite's files."""
@@ -279,7 +284,7 @@ def suite_overrides(
 
 def _job(bp: BenchProblem, policy: str, budget: int, device: str, db: Path, regimes: list[str], config: GateConfig,
          llm: str | None, seed: int, skills: dict[str, str], memory: dict[str, str],
-         overrides: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+         overrides: Mapping[str, object] | None = None) -> dict[str, Any]:  # fmt: skip
     regimes = regimes or bench_regimes(bp, device)
     return {
         "name": bp.name, "problem": str(bp.problem), "naive": str(bp.naive), "expert": str(bp.expert) if bp.expert else None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -12,6 +12,9 @@ from rich.table import Table
 from klineage.cli.common import DbOption, SetOption, app, console, err_console, parse_set
 from klineage.config import GateConfig
 from klineage.errors import KLineageError
+
+if TYPE_CHECKING:
+    from klineage.bench.records import BenchRow
 
 
 @app.command()
@@ -133,12 +136,12 @@ def bench(
         ) as progress:
             task = progress.add_task(f"bench {suite}", total=None)
 
-            def on_row(row: dict[str, Any], done: int, total: int) -> None:
+            def on_row(row: BenchRow, done: int, total: int) -> None:
                 progress.update(task, total=total, completed=done)
-                sp = row.get("speedup")
-                res = f"{sp:.2f}x" if sp else (row.get("label") or "")
-                progress.console.print(f"  {row['problem']:<42} {row['policy']:<12} "
-                                       + (f"[red]{escape(row['error'][:100])}[/]" if row.get("error") else f"{res} in {row.get('gate_calls', 0)} gate calls"))  # fmt: skip
+                sp = row.speedup
+                res = f"{sp:.2f}x" if sp else (row.label or "")
+                progress.console.print(f"  {row.problem:<42} {row.policy:<12} "
+                                       + (f"[red]{escape(row.error[:100])}[/]" if row.error else f"{res} in {row.gate_calls or 0} gate calls"))  # fmt: skip
 
             result = run_bench(suite, policies=names, budget=budget, device=device, out=out, db=db or default_db_path(), executor=executor,
                                address=address, workers=workers, per_gpu=per_gpu, problems=[p for p in problems.split(",") if p] or None,
@@ -165,13 +168,13 @@ def bench(
     ):
         table.add_column(col)
     f = lambda x, fmt: fmt.format(x) if x is not None else "–"  # noqa: E731
-    for p, v in result["summary"].items():
-        table.add_row(p, str(v["problems"]), f"{v['success_rate']:.0%}", str(v["improved"]), f(v["geomean_speedup"], "{:.2f}x"),
-                      f(v["geomean_vs_eager"], "{:.2f}x"), f(v["geomean_vs_compile"], "{:.2f}x"),
-                      f(v["geomean_fraction_of_expert"], "{:.0%}"), f(v["mean_calls_to_95"], "{:.1f}"),
-                      f(v.get("anytime_mean"), "{:.2f}x"))  # fmt: skip
+    for p, v in result.summary.items():
+        table.add_row(p, str(v.problems), f(v.success_rate, "{:.0%}"), str(v.improved), f(v.geomean_speedup, "{:.2f}x"),
+                      f(v.geomean_vs_eager, "{:.2f}x"), f(v.geomean_vs_compile, "{:.2f}x"),
+                      f(v.geomean_fraction_of_expert, "{:.0%}"), f(v.mean_calls_to_95, "{:.1f}"),
+                      f(v.anytime_mean, "{:.2f}x"))  # fmt: skip
     console.print(table)
-    for note in result.get("notes", [])[:3]:
+    for note in result.notes[:3]:
         console.print(f"[yellow]note:[/] {escape(note)}")
     if device != "cuda":
         console.print(
