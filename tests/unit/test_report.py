@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from klineage.bench.records import BenchFile, BenchRow
 from klineage.errors import LoadError
 from klineage.metrics import anytime
 from klineage.report import load_bench, render_report, write_report
@@ -80,6 +81,11 @@ def bench() -> dict[str, Any]:
         },  # "random" has no summary: the page computes it from the rows
         "skills": _skills(),
     }  # fmt: skip
+
+
+def reason(bench: dict[str, Any], row: dict[str, Any], field: str) -> str:
+    """empty_reason on the dicts a bench.json holds, read as the report reads them."""
+    return empty_reason(BenchFile.model_validate(bench), BenchRow.model_validate(row), field)
 
 
 def section(page: str, sid: str) -> str:
@@ -286,7 +292,7 @@ def test_every_empty_cell_says_why() -> None:
         assert 'class="why" title="' in td, td
     assert 'id="why-problems-1"' in problems and 'id="why-summary-1"' in section(page, "summary")
     reasons = {
-        (field, empty_reason(b, b["rows"][1], field))
+        (field, reason(b, b["rows"][1], field))
         for field in ("speedup", "vs_compile", "fraction_of_expert", "calls_to_95")
     }
     assert (
@@ -294,13 +300,12 @@ def test_every_empty_cell_says_why() -> None:
         "torch.compile of this problem's reference was not timed (it failed to compile)",
     ) in reasons
     corpus = b | {"suite": "corpus"}
-    assert empty_reason(
-        corpus, b["rows"][0] | {"fraction_of_expert": None}, "fraction_of_expert"
-    ) == ("no expert kernel (expert.py) for this problem")
+    assert reason(corpus, b["rows"][0] | {"fraction_of_expert": None}, "fraction_of_expert") == (
+        "no expert kernel (expert.py) for this problem"
+    )
     nothing = b["rows"][0] | {"speedup": 1.0, "calls_to_95": None}
     assert (
-        empty_reason(b, nothing, "calls_to_95")
-        == "nothing gained over the start: no 95% mark to reach"
+        reason(b, nothing, "calls_to_95") == "nothing gained over the start: no 95% mark to reach"
     )
 
 
@@ -331,11 +336,24 @@ def test_log_ticks_cover_narrow_and_wide_ranges() -> None:
 
 
 def test_an_empty_compile_column_says_whether_compile_was_asked_for() -> None:
-    from klineage.report.verdict import empty_reason
-
     bench = made_up({"klineage": [1.2]})
     row = bench["rows"][0]
-    asked = empty_reason(bench | {"compile": True}, row, "vs_compile")
+    asked = reason(bench | {"compile": True}, row, "vs_compile")
     assert asked == "torch.compile of this problem's reference was not timed (it failed to compile)"
-    assert "--no-compile" in empty_reason(bench | {"compile": False}, row, "vs_compile")
-    assert "--no-compile" in empty_reason(bench, row, "vs_compile")  # older bench.json: inferred
+    assert "--no-compile" in reason(bench | {"compile": False}, row, "vs_compile")
+    assert "--no-compile" in reason(bench, row, "vs_compile")  # older bench.json: inferred
+
+
+def test_old_h200_bench_files_load_typed_and_render() -> None:
+    """The report reads bench.json through bench/records.py; the H200 files written before the
+    models (no seeds, runs or anytime in the held-out one) load and state their claim."""
+    results = Path(__file__).parents[2] / "benchmarks" / "results"
+    heldout = load_bench(results / "bench-h200-2026-11-30-final-heldout.json")
+    assert isinstance(heldout, BenchFile) and len(heldout.rows) == 110
+    assert heldout.summary["klineage"].anytime_mean is None  # not in the file: computed
+    text = headline(heldout)
+    assert text.startswith("klineage: 1.28× geomean over the naive starts on 22 held-out problems")
+    assert "accelopt gains fastest: 1.27× anytime against klineage's 1.20×" in text
+    page = render_report(load_bench(results / "search-h200-2026-12-01-bench.json"))
+    for sid in SECTIONS:
+        assert f'<section id="{sid}">' in page

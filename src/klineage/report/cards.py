@@ -4,19 +4,18 @@ provenance) and their lineages as chains of steps, from the expert kernel to the
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from pydantic import ValidationError
 
+from klineage.bench.records import BenchFile
 from klineage.report.values import DASH, _cls, _e, _fmt, _section, _short_path, _td_times, _times
-from klineage.skills.model import Skill
+from klineage.skills.model import Provenance, Skill
 
 
-def bench_skills(bench: dict[str, Any]) -> tuple[list[Skill], list[str]]:
+def bench_skills(bench: BenchFile) -> tuple[list[Skill], list[str]]:
     """The bench's skills as records; those that do not validate become notes."""
     skills, bad = [], []
-    given = bench.get("skills")
-    for i, raw in enumerate(given if isinstance(given, list) else []):
+    for i, raw in enumerate(bench.skills):
         try:
             skills.append(Skill.model_validate(raw))
         except ValidationError as e:
@@ -42,7 +41,7 @@ def _effects_html(skill: Skill, lineage_id: str, step: int) -> str:
 
 def lineages_section(skills: list[Skill]) -> str:
     by: dict[str, list[tuple[int, Skill]]] = {}
-    meta: dict[str, Any] = {}
+    meta: dict[str, Provenance] = {}
     for s in skills:
         for p in s.provenance:
             by.setdefault(p.lineage_id, []).append((p.step, s))

@@ -5,24 +5,22 @@ anytime), drawn over 0..budget gate calls."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from klineage.bench.records import BenchFile
 from klineage.metrics import anytime, best_after
 from klineage.report.charts import StepSeries, step_chart, swatch
 from klineage.report.style import policy_style
-from klineage.report.values import _curve, _e, _num, _policies, _problems, _rows, _section
+from klineage.report.values import _e, _policies, _problems, _section
 
 
-def _budget(bench: dict[str, Any]) -> int:
-    b = _num(bench.get("budget"))
-    if b is not None and b >= 1:
-        return int(b)
-    xs = [x for r in _rows(bench) for x, _ in _curve(r)]
-    return max(1, int(max(xs, default=1)))
+def _budget(bench: BenchFile) -> int:
+    """The x axis: the bench's budget, else (older or partial files) its longest curve."""
+    if bench.budget is not None and bench.budget >= 1:
+        return bench.budget
+    return max(1, max((x for r in bench.rows for x, _ in r.curve), default=1))
 
 
-def curves_section(bench: dict[str, Any]) -> str:
-    rows = _rows(bench)
+def curves_section(bench: BenchFile) -> str:
+    rows = bench.rows
     policies = _policies(bench)
     style = policy_style(policies)
     budget = _budget(bench)
@@ -30,10 +28,10 @@ def curves_section(bench: dict[str, Any]) -> str:
         return _section("curves", "Anytime curves", '<p class="note">No results.</p>')
     series = []
     for p in policies:
-        prs = [r for r in rows if str(r.get("policy")) == p]
+        prs = [r for r in rows if r.policy == p]
         if prs:
             series.append(
-                StepSeries(p, *style[p], anytime([_curve(r) for r in prs], range(budget + 1)))
+                StepSeries(p, *style[p], anytime([r.curve for r in prs], range(budget + 1)))
             )
     out = [
         '<figure class="main-chart">',
@@ -47,17 +45,15 @@ def curves_section(bench: dict[str, Any]) -> str:
     out += [f'<span class="key">{swatch(*style[p])} {_e(p)}</span>' for p in policies if p in style]
     out.append('</p><div class="multiples">')
     for prob in _problems(bench):
-        prs = [r for r in rows if str(r.get("problem")) == prob]
+        prs = [r for r in rows if r.problem == prob]
         sub = [
             StepSeries(
-                str(r.get("policy")),
-                *style[str(r.get("policy"))],
-                [best_after(c, k) for k in range(budget + 1)],
+                r.policy, *style[r.policy], [best_after(r.curve, k) for k in range(budget + 1)]
             )
             for r in prs
-            if (c := _curve(r))
+            if r.curve
         ]
-        missing = [str(r.get("policy")) for r in prs if not _curve(r)]
+        missing = [r.policy for r in prs if not r.curve]
         note = f'<div class="note">no curve: {_e(", ".join(missing))}</div>' if missing else ""
         out.append(
             f'<figure class="small"><figcaption title="{_e(prob)}">{_e(prob)}</figcaption>'

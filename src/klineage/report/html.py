@@ -5,8 +5,9 @@ fragment, with every string taken from the data passed through `_e` (html.escape
 inline SVG; styles are one inline <style>; there is no script, and a Content-Security-Policy
 meta tag forbids fetching anything, so the page cannot reach the network even by mistake.
 
-Any numeric field may be null or missing: it renders as "–", with the reason it is empty
-(verdict.empty_reason). A row with an "error" shows it. This module holds the page and the
+bench.json is read through bench/records.py (BenchFile, BenchRow: lenient, so every file the
+bench ever wrote loads). Any numeric field may be null or missing: it renders as "–", with the
+reason it is empty (verdict.empty_reason). A row with an "error" shows it. This module holds the page and the
 summary; curves.py the anytime curves, problems.py the per-problem sections, cards.py the
 lineages and skills, charts.py the SVG, style.py the style sheet and each policy's colours.
 """
@@ -14,9 +15,12 @@ lineages and skills, charts.py the SVG, style.py the style sheet and each policy
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from pydantic import ValidationError
+
+from klineage.bench.records import SCHEMA, AppliedStep, BenchFile, BenchRow
 from klineage.errors import LoadError
 from klineage.report.cards import bench_skills, lineages_section, skills_section
 from klineage.report.curves import curves_section
@@ -32,15 +36,13 @@ from klineage.report.values import (
     DASH,
     _e,
     _fmt,
-    _is_predicted,
-    _num,
     _pct,
     _policies,
     _problems,
-    _rows,
     _section,
     _td_times,
     _times,
+    as_bench,
 )
 from klineage.report.verdict import (
     empty_reason,
@@ -50,12 +52,10 @@ from klineage.report.verdict import (
     seed_geomeans,
 )
 
-SCHEMA = 1
-
 # --------------------------------------------------------------------------- loading
 
 
-def load_bench(run: Path) -> dict[str, Any]:
+def load_bench(run: Path) -> BenchFile:
     """The bench result at `run`: a bench.json file, or a directory holding one."""
     path = Path(run)
     if path.is_dir():
@@ -72,7 +72,12 @@ def load_bench(run: Path) -> dict[str, Any]:
         ) from e
     if not isinstance(data, dict) or not isinstance(data.get("rows", []), list):
         raise LoadError(str(path), "not a bench result", expected="an object with a 'rows' list")
-    return data
+    try:
+        return BenchFile.model_validate(data)
+    except ValidationError as e:  # the models take nearly anything; what is left is named
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise LoadError(str(path), f"not a bench result: {where}: {first['msg']}") from e
 
 
 def write_report(run: Path, out: Path) -> Path:
@@ -86,38 +91,38 @@ def write_report(run: Path, out: Path) -> Path:
 # --------------------------------------------------------------------------- sections
 
 
-def _summary(bench: dict[str, Any]) -> str:
-    env_raw = bench.get("environment")
-    env: dict[str, Any] = env_raw if isinstance(env_raw, dict) else {}
-    rows = _rows(bench)
+def _summary(bench: BenchFile) -> str:
+    # The environment stays as recorded (records.EnvironmentJson): its keys are listed below.
+    env = bench.environment
+    rows = bench.rows
     policies = _policies(bench)
     gpu = env.get("gpu_name")
     cc = env.get("compute_capability")
     facts = [
-        ("suite", bench.get("suite")),
-        ("device", bench.get("device") or env.get("device")),
+        ("suite", bench.suite),
+        ("device", bench.device or env.get("device")),
         ("GPU", f"{gpu} (compute capability {cc})" if gpu and cc else gpu or "none"),
-        ("budget", f"{_fmt(bench.get('budget'), '.0f')} gate calls per problem and policy"),
-        ("date", env.get("date") or bench.get("created")),
-        ("created", bench.get("created")),
-        ("bench id", bench.get("id")),
+        ("budget", f"{_fmt(bench.budget, '.0f')} gate calls per problem and policy"),
+        ("date", env.get("date") or bench.created),
+        ("created", bench.created),
+        ("bench id", bench.id),
         ("problems", len(_problems(bench))),
     ]
     out = ['<dl class="facts">']
     out += [f"<dt>{_e(k)}</dt><dd>{_e(v) if v not in (None, '') else DASH}</dd>" for k, v in facts]
     out.append("</dl>")
-    if bench.get("schema") not in (None, SCHEMA):
+    if bench.schema_ not in (None, SCHEMA):
         out.append(
-            f'<p class="warn">This file says schema {_e(bench.get("schema"))}; this report reads '
+            f'<p class="warn">This file says schema {_e(bench.schema_)}; this report reads '
             f"schema {SCHEMA}. Fields it does not know are not shown.</p>"
         )
-    predicted = [r for r in rows if _is_predicted(r)]
+    predicted = [r for r in rows if r.predicted]
     if predicted:
-        labels = sorted({str(r.get("label")) for r in predicted})
+        labels = sorted({str(r.label) for r in predicted})
         out.append(
             f'<p class="banner">{len(predicted)} of {len(rows)} results are '
             f"<strong>{_e(' / '.join(labels))}</strong>: no kernel was timed for them "
-            f"(device {_e(bench.get('device'))}). Their speedups are predictions, not measurements.</p>"
+            f"(device {_e(bench.device)}). Their speedups are predictions, not measurements.</p>"
         )
     head = [
         "policy",
@@ -142,35 +147,29 @@ def _summary(bench: dict[str, Any]) -> str:
     for p in policies:
         s, computed = policy_summary(bench, p)
         computed_any |= computed
-        labels = sorted(
-            {str(r.get("label")) for r in rows if str(r.get("policy")) == p} - {"None", ""}
-        )
+        labels = sorted({str(r.label) for r in rows if r.policy == p} - {"None", ""})
 
-        def why_td(
-            key: str, row_key: str, text: str, times: bool = True, s: Any = s, p: str = p
-        ) -> str:
-            if _num(s.get(key)) is not None:
-                return _td_times(s.get(key)) if times else f'<td class="num">{text}</td>'
+        def why_td(value: float | None, row_key: str, text: str = "", p: str = p) -> str:
+            """The summary's value (as a speedup, or as `text`), or why the rows lack it."""
+            if value is not None:
+                return f'<td class="num">{text}</td>' if text else _td_times(value)
             return f'<td class="num na">{why.dash(policy_reason(bench, p, row_key))}</td>'
 
         cells = [
             f'<th scope="row">{_e(p)}{"*" if computed else ""}</th>',
-            f'<td class="num">{_fmt(s.get("problems"), ".0f")}</td>',
-            f'<td class="num">{_fmt(_pct(s.get("success_rate")), ".0f", "%")}</td>',
-            why_td("geomean_speedup", "speedup", ""),
-            why_td(
-                "mean_calls_to_95", "calls_to_95", _fmt(s.get("mean_calls_to_95"), ".1f"), False
-            ),
-            _td_times(s.get("anytime_mean"))
-            if _num(s.get("anytime_mean")) is not None
+            f'<td class="num">{_fmt(s.problems, ".0f")}</td>',
+            f'<td class="num">{_fmt(_pct(s.success_rate), ".0f", "%")}</td>',
+            why_td(s.geomean_speedup, "speedup"),
+            why_td(s.mean_calls_to_95, "calls_to_95", _fmt(s.mean_calls_to_95, ".1f")),
+            _td_times(s.anytime_mean)
+            if s.anytime_mean is not None
             else f'<td class="num na">{why.dash("no curve: no run gated a candidate")}</td>',
-            why_td("geomean_vs_eager", "vs_eager", ""),
-            why_td("geomean_vs_compile", "vs_compile", ""),
+            why_td(s.geomean_vs_eager, "vs_eager"),
+            why_td(s.geomean_vs_compile, "vs_compile"),
             why_td(
-                "geomean_fraction_of_expert",
+                s.geomean_fraction_of_expert,
                 "fraction_of_expert",
-                _fmt(s.get("geomean_fraction_of_expert"), ".2f"),
-                False,
+                _fmt(s.geomean_fraction_of_expert, ".2f"),
             ),
         ]
         if seeded:
@@ -178,7 +177,7 @@ def _summary(bench: dict[str, Any]) -> str:
             cells.append(
                 f'<td class="num">{min(g):.2f}–{max(g):.2f}×</td>'
                 if len(g) > 1
-                else f'<td class="num na">{why.dash(empty_reason(bench, {"policy": p}, "seed_spread"))}</td>'
+                else f'<td class="num na">{why.dash(empty_reason(bench, _any_row(p), "seed_spread"))}</td>'
             )
         cells.append(f"<td>{_e(', '.join(labels)) or 'failed'}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
@@ -195,7 +194,7 @@ def _summary(bench: dict[str, Any]) -> str:
     if not seeded:
         notes.append(
             "Spread across seeds: not shown, "
-            + empty_reason(bench, {"policy": policies[0] if policies else ""}, "seed_spread")
+            + empty_reason(bench, _any_row(policies[0] if policies else ""), "seed_spread")
             + "."
         )
     out += [f'<p class="note">{_e(n)}</p>' for n in notes]
@@ -209,35 +208,35 @@ def _summary(bench: dict[str, Any]) -> str:
     return _section("summary", "Summary", "\n".join(out))
 
 
-def _applied(items: object) -> str:
-    if not isinstance(items, list) or not items:
+def _any_row(policy: str) -> BenchRow:
+    """A row that says only its policy: what the seed-spread reason needs."""
+    return BenchRow(policy=policy)
+
+
+def _applied(items: list[AppliedStep]) -> str:
+    if not items:
         return '<span class="muted">nothing kept</span>'
     lis = []
     for a in items:
-        if isinstance(a, dict):
-            extra = ", ".join(
-                x
-                for x in (
-                    _e(a.get("materializer") or ""),
-                    _times(a.get("speedup")) if _num(a.get("speedup")) is not None else "",
-                )
-                if x
-            )
-            lis.append(
-                f"<li>{_e(a.get('label'))}"
-                + (f' <span class="muted">({extra})</span>' if extra else "")
-                + "</li>"
-            )
-        else:
-            lis.append(f"<li>{_e(a)}</li>")
+        extra = ", ".join(
+            x
+            for x in (_e(a.materializer or ""), _times(a.speedup) if a.speedup is not None else "")
+            if x
+        )
+        lis.append(
+            f"<li>{_e(a.label)}"
+            + (f' <span class="muted">({extra})</span>' if extra else "")
+            + "</li>"
+        )
     return '<ul class="applied">' + "".join(lis) + "</ul>"
 
 
-def render_report(bench: dict[str, Any]) -> str:
-    """The whole page for a bench result (the dict in bench.json)."""
+def render_report(data: BenchFile | Mapping[str, object]) -> str:
+    """The whole page for a bench result (a BenchFile, or the dict in bench.json)."""
+    bench = as_bench(data)
     skills, bad = bench_skills(bench)
     style = policy_style(_policies(bench))
-    title = f"klineage bench {bench.get('suite') or ''} {bench.get('id') or ''}".strip()
+    title = f"klineage bench {bench.suite or ''} {bench.id or ''}".strip()
     nav = "".join(
         f'<a href="#{sid}">{name}</a>'
         for sid, name in (
@@ -271,8 +270,8 @@ def render_report(bench: dict[str, Any]) -> str:
         lineages_section(skills),
         skills_section(skills, bad),
         "</main>",
-        f'<footer class="note">Generated by klineage report from bench {_e(bench.get("id"))} '
-        f"(schema {_e(bench.get('schema'))}).</footer>",
+        f'<footer class="note">Generated by klineage report from bench {_e(bench.id)} '
+        f"(schema {_e(bench.schema_)}).</footer>",
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

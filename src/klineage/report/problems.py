@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from statistics import median
-from typing import Any
 
+from klineage.bench.records import AppliedStep, BenchFile, BenchRow
 from klineage.metrics import PAYS_OFF, geomean
 from klineage.report.charts import Dots, Pair, dot_plot, scatter
 from klineage.report.values import (
@@ -18,13 +19,11 @@ from klineage.report.values import (
     _cls,
     _e,
     _fmt,
-    _is_predicted,
-    _num,
     _policies,
     _problems,
-    _rows,
     _section,
     _times,
+    row_number,
 )
 from klineage.report.verdict import empty_reason, seed_spread
 
@@ -55,32 +54,30 @@ class Why:
         return f'<ol class="why">{lis}</ol>'
 
 
-def cell(why: Why, bench: dict[str, Any], row: dict[str, Any], key: str, text: str) -> str:
+def cell(why: Why, bench: BenchFile, row: BenchRow, key: str, text: str) -> str:
     """A table cell for row[key] shown as `text`, or the reason it is empty."""
-    if _num(row.get(key)) is None:
+    if row_number(row, key) is None:
         return f'<td class="num na">{why.dash(empty_reason(bench, row, key))}</td>'
-    cls = f" {_cls(row.get(key))}" if text.endswith("×") else ""
+    cls = f" {_cls(row_number(row, key))}" if text.endswith("×") else ""
     return f'<td class="num{cls}">{text}</td>'
 
 
-def _by(bench: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in _rows(bench):
-        out.setdefault((str(r.get("problem")), str(r.get("policy"))), []).append(r)
+def _by(bench: BenchFile) -> dict[tuple[str, str], list[BenchRow]]:
+    out: dict[tuple[str, str], list[BenchRow]] = {}
+    for r in bench.rows:
+        out.setdefault((r.problem, r.policy), []).append(r)
     return out
 
 
-def _final(rows: list[dict[str, Any]]) -> tuple[float, float, float] | None:
+def _final(rows: list[BenchRow]) -> tuple[float, float, float] | None:
     """(geomean over seeds, min, max) of the final speedup; None when none was measured."""
-    timed = [v for r in rows if (v := _num(r.get("speedup"))) is not None and not _is_predicted(r)]
+    timed = [v for r in rows if (v := r.speedup) is not None and not r.predicted]
     if not timed:
         return None
     # A failed seed counts 1.0x, as in the bench's geomeans: failing is not free.
-    vals = timed + [1.0 for r in rows if r.get("success") is False]
+    vals = timed + [1.0 for r in rows if r.success is False]
     spread = seed_spread(rows)
-    g = 1.0
-    for v in vals:
-        g *= v ** (1 / len(vals))
+    g = geomean(vals) or 1.0
     lo, hi = spread if spread else (g, g)
     return g, lo, hi
 
@@ -96,7 +93,7 @@ def _slug(problem: str) -> str:
 # --------------------------------------------------------------------------- charts
 
 
-def speedups_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -> str:
+def speedups_section(bench: BenchFile, style: dict[str, tuple[str, str]]) -> str:
     by = _by(bench)
     probs, pols = _problems(bench), _policies(bench)
     series = [
@@ -110,13 +107,13 @@ def speedups_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
         axis="final speedup over the naive start (log scale)",
     )
     if not chart:
-        rows = _rows(bench)
+        rows = bench.rows
         if not rows:
             reason = "No results in this bench."
-        elif any(_is_predicted(r) and r.get("success") is not False for r in rows):
+        elif any(r.predicted and r.success is not False for r in rows):
             reason = (
                 "No measured speedup in this bench: every result is predicted, not measured "
-                f"(device {bench.get('device')}), so there is nothing to plot."
+                f"(device {bench.device}), so there is nothing to plot."
             )
         else:
             reason = "No measured speedup in this bench: every run failed."
@@ -124,9 +121,7 @@ def speedups_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
             "speedups", "Final speedup per problem", f'<p class="note">{_e(reason)}</p>'
         )
     failed = sorted(
-        f"{_short(q)} ({p})"
-        for (q, p), rs in by.items()
-        if all(r.get("success") is False for r in rs)
+        f"{_short(q)} ({p})" for (q, p), rs in by.items() if all(r.success is False for r in rs)
     )
     cap = (
         "Each dot is a policy's final speedup on one problem (over the naive kernel it started "
@@ -139,39 +134,33 @@ def speedups_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
     return _section("speedups", "Final speedup per problem", body)
 
 
-def prediction_pairs(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -> list[Pair]:
+def prediction_pairs(bench: BenchFile, style: dict[str, tuple[str, str]]) -> list[Pair]:
     """The kept trials that carry both the skill's predicted speedup and a measured one."""
     out = []
-    for r in _rows(bench):
-        if _is_predicted(r):
+    for r in bench.rows:
+        if r.predicted:
             continue
-        color = style.get(str(r.get("policy")), ("#000000", ""))[0]
-        for a in r.get("applied") or []:
-            if not isinstance(a, dict):
-                continue
-            pr, me = _num(a.get("predicted")), _num(a.get("speedup"))
+        color = style.get(r.policy, ("#000000", ""))[0]
+        for a in r.applied:
+            pr, me = a.predicted, a.speedup
             if pr is not None and me is not None and pr > 0 and me > 0:
-                skill = str(a.get("label") or "?").split(" (")[0].split(" [")[0]
-                label = f"{skill} on {_short(str(r.get('problem')))} ({r.get('policy')})"
+                skill = (a.label or "?").split(" (")[0].split(" [")[0]
+                label = f"{skill} on {_short(r.problem)} ({r.policy})"
                 out.append(Pair(pr, me, label, color, skill))
     return out
 
 
-def predicted_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -> str:
+def predicted_section(bench: BenchFile, style: dict[str, tuple[str, str]]) -> str:
     pairs = prediction_pairs(bench, style)
     title = "Predicted against measured"
     if not pairs:
-        rows = _rows(bench)
-        if rows and all(_is_predicted(r) for r in rows):
+        rows = bench.rows
+        if rows and all(r.predicted for r in rows):
             why = (
                 "No pairs: nothing was timed (predicted, not measured), so no prediction can be "
                 "checked against a measurement."
             )
-        elif not any(
-            isinstance(a, dict) and _num(a.get("predicted")) is not None
-            for r in rows
-            for a in r.get("applied") or []
-        ):
+        elif not any(a.predicted is not None for r in rows for a in r.applied):
             why = (
                 "No pairs: no kept trial carries a skill's predicted speedup (the policies here "
                 "do not retrieve skills, or no skill's conditions matched)."
@@ -232,7 +221,7 @@ def _per_skill(pairs: list[Pair]) -> str:
     return "".join(out)
 
 
-def roofline_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -> str:
+def roofline_section(bench: BenchFile, style: dict[str, tuple[str, str]]) -> str:
     by = _by(bench)
     probs, pols = _problems(bench), _policies(bench)
     series = []
@@ -242,7 +231,7 @@ def roofline_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
             vals = [
                 v
                 for r in by.get((q, p), [])
-                if (v := _num(r.get("pct_of_floor"))) is not None and not _is_predicted(r)
+                if (v := r.pct_of_floor) is not None and not r.predicted
             ]
             if vals:
                 pts[_short(q)] = (sum(vals) / len(vals), min(vals), max(vals))
@@ -258,7 +247,7 @@ def roofline_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
     )
     if not chart:
         reasons = sorted(
-            {empty_reason(bench, r, "pct_of_floor") for r in _rows(bench)} or {"no results"}
+            {empty_reason(bench, r, "pct_of_floor") for r in bench.rows} or {"no results"}
         )
         body = '<p class="note">No % of roofline in this bench: ' + _e("; ".join(reasons)) + ".</p>"
         return _section("roofline", "% of roofline", body)
@@ -276,7 +265,7 @@ def roofline_section(bench: dict[str, Any], style: dict[str, tuple[str, str]]) -
 # --------------------------------------------------------------------------- problems
 
 
-def problems_section(bench: dict[str, Any], applied: Any) -> str:
+def problems_section(bench: BenchFile, applied: Callable[[list[AppliedStep]], str]) -> str:
     """A problem × policy table of final speedups, then one fold per problem with every
     column; `applied` renders a row's applied list (from the page module)."""
     by = _by(bench)
@@ -293,7 +282,7 @@ def problems_section(bench: dict[str, Any], applied: Any) -> str:
     out.append("<th>% of roofline (fastest)</th></tr></thead><tbody>")
     for q in probs:
         cells = [f'<th scope="row"><a href="#problem-{_slug(q)}">{_e(_short(q))}</a></th>']
-        best: tuple[float, dict[str, Any]] | None = None
+        best: tuple[float, BenchRow] | None = None
         for p in pols:
             rs = by.get((q, p), [])
             f = _final(rs)
@@ -310,12 +299,13 @@ def problems_section(bench: dict[str, Any], applied: Any) -> str:
             rng = f'<div class="range">{f[1]:.2f}–{f[2]:.2f}</div>' if f[2] > f[1] else ""
             cells.append(f'<td class="num {_cls(f[0])}">{_times(f[0])}{rng}</td>')
             for r in rs:
-                if _num(r.get("speedup")) is not None and (best is None or r["speedup"] > best[0]):
-                    best = (r["speedup"], r)
-        if best is not None and _num(best[1].get("pct_of_floor")) is not None:
-            cells.append(f'<td class="num">{_fmt(best[1].get("pct_of_floor"), ".1f", "%")}</td>')
+                if r.speedup is not None and (best is None or r.speedup > best[0]):
+                    best = (r.speedup, r)
+        if best is not None and best[1].pct_of_floor is not None:
+            cells.append(f'<td class="num">{_fmt(best[1].pct_of_floor, ".1f", "%")}</td>')
         else:
-            any_row = best[1] if best else by.get((q, pols[0]), [{}])[0] if pols else {}
+            nothing = BenchRow()
+            any_row = best[1] if best else by.get((q, pols[0]), [nothing])[0] if pols else nothing
             cells.append(
                 f'<td class="num na">{why.dash(empty_reason(bench, any_row, "pct_of_floor"))}</td>'
             )
@@ -349,16 +339,16 @@ HEAD = (
 OPTIONAL = ("seed_spread", "vs_eager", "vs_compile", "fraction_of_expert", "pct_of_floor")
 
 
-def empty_columns(bench: dict[str, Any]) -> dict[str, str]:
+def empty_columns(bench: BenchFile) -> dict[str, str]:
     """The optional columns no run has a value for, each with its most common reason."""
-    rows = _rows(bench)
+    rows = bench.rows
     by = _by(bench)
     out = {}
     for key in OPTIONAL:
         if key == "seed_spread":
             has = any(seed_spread(rs) for rs in by.values())
         else:
-            has = any(_num(r.get(key)) is not None for r in rows)
+            has = any(row_number(r, key) is not None for r in rows)
         if not has and rows:
             reasons = Counter(empty_reason(bench, r, key) for r in rows)
             out[key] = reasons.most_common(1)[0][0]
@@ -366,19 +356,19 @@ def empty_columns(bench: dict[str, Any]) -> dict[str, str]:
 
 
 def _problem_fold(
-    bench: dict[str, Any],
+    bench: BenchFile,
     problem: str,
-    rows: list[dict[str, Any]],
+    rows: list[BenchRow],
     why: Why,
-    applied: Any,
+    applied: Callable[[list[AppliedStep]], str],
     hidden: dict[str, str],
 ) -> str:
-    measured = [(v, r) for r in rows if (v := _num(r.get("speedup"))) is not None]
-    failed = [r for r in rows if r.get("success") is False or r.get("error")]
+    measured = [(v, r) for r in rows if (v := r.speedup) is not None]
+    failed = [r for r in rows if r.success is False or r.error]
     if measured:
         v, r = max(measured, key=lambda t: t[0])
         gist = (
-            f"best {_times(v)} ({_e(r.get('policy'))})"
+            f"best {_times(v)} ({_e(r.policy)})"
             if v >= PAYS_OFF
             else f"no policy gained {PAYS_OFF:.2f}× or more (best {_times(v)})"
         )
@@ -393,55 +383,51 @@ def _problem_fold(
         + "".join(f"<th>{_e(h)}</th>" for h, key in HEAD if key not in hidden)
         + "</tr></thead><tbody>",
     ]
-    several = (_num(bench.get("seeds")) or 1) > 1
-    same: dict[str, list[dict[str, Any]]] = {}
+    several = (bench.seeds or 1) > 1
+    same: dict[str, list[BenchRow]] = {}
     for r in rows:
-        same.setdefault(str(r.get("policy")), []).append(r)
+        same.setdefault(r.policy, []).append(r)
     for r in rows:
-        ok = r.get("success")
+        ok = r.success
         mark = DASH if ok is None else ("✓" if ok else "✗")
-        stop = _e(r.get("stop_reason")) or ("" if r.get("error") else "not recorded")
-        if r.get("error"):
-            stop += f'<div class="error">error: {_e(r.get("error"))}</div>'
-        seed = f" (seed {_e(r.get('seed'))})" if several and r.get("seed") is not None else ""
+        stop = _e(r.stop_reason) or ("" if r.error else "not recorded")
+        if r.error:
+            stop += f'<div class="error">error: {_e(r.error)}</div>'
+        seed = f" (seed {_e(r.seed)})" if several and r.seed is not None else ""
         gate_calls = (
-            f'<td class="num">{_fmt(r.get("gate_calls"), ".0f")}</td>'
-            if _num(r.get("gate_calls")) is not None
+            f'<td class="num">{_fmt(r.gate_calls, ".0f")}</td>'
+            if r.gate_calls is not None
             else f'<td class="num na">{why.dash(empty_reason(bench, r, "gate_calls"))}</td>'
         )
         optional = {
-            "seed_spread": lambda r=r: _spread_td(why, bench, r, same[str(r.get("policy"))]),
-            "vs_eager": lambda r=r: cell(why, bench, r, "vs_eager", _times(r.get("vs_eager"))),
-            "vs_compile": lambda r=r: cell(
-                why, bench, r, "vs_compile", _times(r.get("vs_compile"))
-            ),
+            "seed_spread": lambda r=r: _spread_td(why, bench, r, same[r.policy]),
+            "vs_eager": lambda r=r: cell(why, bench, r, "vs_eager", _times(r.vs_eager)),
+            "vs_compile": lambda r=r: cell(why, bench, r, "vs_compile", _times(r.vs_compile)),
             "fraction_of_expert": lambda r=r: cell(
-                why, bench, r, "fraction_of_expert", _fmt(r.get("fraction_of_expert"), ".2f")
+                why, bench, r, "fraction_of_expert", _fmt(r.fraction_of_expert, ".2f")
             ),
             "pct_of_floor": lambda r=r: cell(
-                why, bench, r, "pct_of_floor", _fmt(r.get("pct_of_floor"), ".1f", "%")
+                why, bench, r, "pct_of_floor", _fmt(r.pct_of_floor, ".1f", "%")
             ),
         }  # called only for the columns shown, so a hidden column adds no note
         cells = [
-            f"<td>{_e(r.get('policy'))}{seed}</td>",
+            f"<td>{_e(r.policy)}{seed}</td>",
             f'<td class="{"ok" if ok else "bad" if ok is not None else "na"}">{mark}</td>',
-            f"<td>{_e(r.get('label')) or ('failed' if ok is False else 'not recorded')}</td>",
-            cell(why, bench, r, "speedup", _times(r.get("speedup"))),
+            f"<td>{_e(r.label) or ('failed' if ok is False else 'not recorded')}</td>",
+            cell(why, bench, r, "speedup", _times(r.speedup)),
             *(optional[k]() for k in OPTIONAL if k not in hidden),
             gate_calls,
-            cell(why, bench, r, "calls_to_95", _fmt(r.get("calls_to_95"), ".0f")),
-            f"<td>{applied(r.get('applied'))}</td>",
+            cell(why, bench, r, "calls_to_95", _fmt(r.calls_to_95, ".0f")),
+            f"<td>{applied(r.applied)}</td>",
             f'<td class="stop">{stop}</td>',
         ]
-        cls = ' class="failed"' if ok is False or r.get("error") else ""
+        cls = ' class="failed"' if ok is False or r.error else ""
         out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></details>")
     return "\n".join(out)
 
 
-def _spread_td(
-    why: Why, bench: dict[str, Any], r: dict[str, Any], same: list[dict[str, Any]]
-) -> str:
+def _spread_td(why: Why, bench: BenchFile, r: BenchRow, same: list[BenchRow]) -> str:
     spread = seed_spread(same)
     if spread:
         return f'<td class="num">{spread[0]:.2f}–{spread[1]:.2f}×</td>'

@@ -1,14 +1,15 @@
-"""Reading a bench dict's values for the page: escaping, numbers that may be null, the rows,
-policies and problems in order. Shared by every section of the report."""
+"""Reading a bench's values for the page: escaping, numbers that may be null, the policies and
+problems in order, a row's numbers by column. Shared by every section of the report, which
+reads bench.json through bench/records.py (BenchFile, BenchRow) and never a raw dict."""
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import PurePosixPath
-from typing import Any
 
+from klineage.bench.records import BenchFile, BenchRow
 from klineage.metrics import PAYS_OFF
 
 DASH = "–"
@@ -69,37 +70,39 @@ def _short_path(p: object) -> str:
     return "/".join(parts[-2:]) if parts else DASH
 
 
-def _rows(bench: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = bench.get("rows")
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+def as_bench(bench: BenchFile | Mapping[str, object]) -> BenchFile:
+    """A bench as the report reads it: a BenchFile, or the dict of a bench.json validated into
+    one (leniently: see bench/records.py)."""
+    return bench if isinstance(bench, BenchFile) else BenchFile.model_validate(bench)
 
 
-def _policies(bench: dict[str, Any]) -> list[str]:
-    """bench["policies"] in order, then any policy that only appears in the rows."""
-    given = bench.get("policies")
-    out = [str(p) for p in given] if isinstance(given, list) else []
-    for r in _rows(bench):
-        p = str(r.get("policy"))
-        if p not in out:
-            out.append(p)
+def _policies(bench: BenchFile) -> list[str]:
+    """bench.policies in order, then any policy that only appears in the rows."""
+    out = list(bench.policies)
+    for r in bench.rows:
+        if r.policy not in out:
+            out.append(r.policy)
     return out
 
 
-def _problems(bench: dict[str, Any]) -> list[str]:
-    return sorted({str(r.get("problem")) for r in _rows(bench)})
+def _problems(bench: BenchFile) -> list[str]:
+    return sorted({r.problem for r in bench.rows})
 
 
-def _is_predicted(row: dict[str, Any]) -> bool:
-    label = row.get("label")
-    return label is not None and str(label) != "measured"
+# A row's numbers by the column (bench.json key) that shows them, for the cells and their
+# reasons: the sections name a column once and read it here.
+_NUMBERS: dict[str, Callable[[BenchRow], float | None]] = {
+    "speedup": lambda r: r.speedup,
+    "vs_eager": lambda r: r.vs_eager,
+    "vs_compile": lambda r: r.vs_compile,
+    "fraction_of_expert": lambda r: r.fraction_of_expert,
+    "pct_of_floor": lambda r: r.pct_of_floor,
+    "calls_to_95": lambda r: r.calls_to_95,
+    "gate_calls": lambda r: r.gate_calls,
+}
 
 
-def _curve(row: dict[str, Any]) -> list[tuple[float, float]]:
-    """A row's (gate calls, best speedup so far) points, sorted; malformed points dropped."""
-    pts = []
-    for p in row.get("curve") or []:
-        if isinstance(p, list | tuple) and len(p) == 2:
-            x, y = _num(p[0]), _num(p[1])
-            if x is not None and y is not None and y > 0:
-                pts.append((x, y))
-    return sorted(pts)
+def row_number(row: BenchRow, field: str) -> float | None:
+    """The row's value in column `field` (None: empty, or not a column of numbers)."""
+    get = _NUMBERS.get(field)
+    return None if get is None else get(row)

@@ -1,5 +1,5 @@
-"""What the report claims, computed from the bench dict: each policy's summary, the headline
-verdict, the spread across seeds, and why a value is missing where it is.
+"""What the report claims, computed from the bench (a BenchFile): each policy's summary, the
+headline verdict, the spread across seeds, and why a value is missing where it is.
 
 Plain text out (the page escapes it), so each piece is testable on made-up rows.
 """
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from collections.abc import Callable, Mapping
 
+from klineage.bench.records import BenchFile, BenchRow, PolicySummary
 from klineage.metrics import PAYS_OFF, anytime_mean, geomean
-from klineage.report.values import _curve, _is_predicted, _mean, _num, _policies, _rows
+from klineage.report.values import _mean, _policies, as_bench, row_number
 
 SUITE_NAMES = {"heldout": "held-out", "corpus": "corpus"}
 # The policy whose claim the headline states; the others are its baselines.
@@ -21,69 +22,68 @@ MAIN_POLICY = "klineage"
 # --------------------------------------------------------------------------- summaries
 
 
-def policy_summary(bench: dict[str, Any], policy: str) -> tuple[dict[str, Any], bool]:
+def policy_summary(bench: BenchFile, policy: str) -> tuple[PolicySummary, bool]:
     """The producer's summary for a policy, or one computed from the rows (second item True)."""
-    summary = bench.get("summary")
-    given = summary.get(policy) if isinstance(summary, dict) else None
-    rows = [r for r in _rows(bench) if str(r.get("policy")) == policy]
-    if isinstance(given, dict):
-        if "anytime_mean" not in given:  # files written before the bench summarized it
-            given = {**given, "anytime_mean": _anytime_mean(bench, rows)}
+    given = bench.summary.get(policy)
+    rows = [r for r in bench.rows if r.policy == policy]
+    if given is not None:
+        if "anytime_mean" not in given.model_fields_set:  # written before the bench had it
+            given = given.model_copy(update={"anytime_mean": _anytime_mean(bench, rows)})
         return given, False
 
-    def vals(key: str) -> list[float]:
-        return [v for r in rows if r.get("success") and (v := _num(r.get(key))) is not None]
+    def vals(get: Callable[[BenchRow], float | None]) -> list[float]:
+        return [v for r in rows if r.success and (v := get(r)) is not None]
 
-    return {
-        "problems": len({r.get("problem") for r in rows}),
-        "success_rate": _mean(1.0 if r.get("success") else 0.0 for r in rows),
-        "geomean_speedup": geomean(vals("speedup")),
-        "geomean_vs_eager": geomean(vals("vs_eager")),
-        "geomean_vs_compile": geomean(vals("vs_compile")),
-        "geomean_fraction_of_expert": geomean(vals("fraction_of_expert")),
-        "mean_calls_to_95": _mean(vals("calls_to_95")),
-        "anytime_mean": _anytime_mean(bench, rows),
-    }, True
+    return PolicySummary(
+        problems=len({r.problem for r in rows}),
+        success_rate=_mean(1.0 if r.success else 0.0 for r in rows),
+        geomean_speedup=geomean(vals(lambda r: r.speedup)),
+        geomean_vs_eager=geomean(vals(lambda r: r.vs_eager)),
+        geomean_vs_compile=geomean(vals(lambda r: r.vs_compile)),
+        geomean_fraction_of_expert=geomean(vals(lambda r: r.fraction_of_expert)),
+        mean_calls_to_95=_mean(vals(lambda r: r.calls_to_95)),
+        anytime_mean=_anytime_mean(bench, rows),
+    ), True
 
 
-def _anytime_mean(bench: dict[str, Any], rows: list[dict[str, Any]]) -> float | None:
+def _anytime_mean(bench: BenchFile, rows: list[BenchRow]) -> float | None:
     """metrics.anytime_mean of these rows, over the bench's horizon (its longest curve)."""
-    n_max = max((int(x) for r in _rows(bench) for x, _ in _curve(r)), default=0)
-    return anytime_mean([_curve(r) for r in rows], n_max)
+    n_max = max((x for r in bench.rows for x, _ in r.curve), default=0)
+    return anytime_mean([r.curve for r in rows], n_max)
 
 
 # --------------------------------------------------------------------------- seeds
 
 
-def seed_spread(rows: list[dict[str, Any]]) -> tuple[float, float] | None:
+def seed_spread(rows: list[BenchRow]) -> tuple[float, float] | None:
     """(min, max) final speedup over the seeds of one (problem, policy); None under two seeds.
     A failed seed counts 1.0x, as in the bench's geomeans."""
-    by_seed = {r.get("seed"): _num(r.get("speedup")) or 1.0 for r in rows if _counted(r)}
+    by_seed = {r.seed: r.speedup or 1.0 for r in rows if _counted(r)}
     if len(by_seed) < 2:
         return None
     return min(by_seed.values()), max(by_seed.values())
 
 
-def _counted(r: dict[str, Any]) -> bool:
-    return not _is_predicted(r) or r.get("success") is False
+def _counted(r: BenchRow) -> bool:
+    return not r.predicted or r.success is False
 
 
-def seed_geomeans(bench: dict[str, Any], policy: str) -> list[float]:
+def seed_geomeans(bench: BenchFile, policy: str) -> list[float]:
     """Per seed, the geomean over problems of the policy's final speedup (failed: 1.0x); empty
     unless the policy ran under two or more seeds."""
-    rows = [r for r in _rows(bench) if str(r.get("policy")) == policy and r.get("seed") is not None]
-    seeds = sorted({r["seed"] for r in rows}, key=str)
+    rows = [r for r in bench.rows if r.policy == policy and r.seed is not None]
+    seeds = sorted({r.seed for r in rows}, key=str)
     if len(seeds) < 2:
         return []
     out = []
     for sd in seeds:
-        g = geomean(_num(r.get("speedup")) or 1.0 for r in rows if r["seed"] == sd)
+        g = geomean(r.speedup or 1.0 for r in rows if r.seed == sd)
         if g is not None:
             out.append(g)
     return out
 
 
-def spread_band(bench: dict[str, Any], policies: list[str]) -> tuple[float, str]:
+def spread_band(bench: BenchFile, policies: list[str]) -> tuple[float, str]:
     """The ratio two policies' geomeans must differ by to call one ahead, and what it is: the
     widest range of a policy's geomean across seeds, never under the 5% that counts as paying
     off elsewhere (docs/SKILLS.md)."""
@@ -105,32 +105,33 @@ def _pct_text(ratio: float) -> str:
 # --------------------------------------------------------------------------- headline
 
 
-def headline(bench: dict[str, Any]) -> str:
+def headline(data: BenchFile | Mapping[str, object]) -> str:
     """One to three sentences: the main policy's geomean over the naive starts, against the
     best baseline, within or beyond the spread; who gains fastest; torch.compile."""
-    rows = _rows(bench)
+    bench = as_bench(data)
+    rows = bench.rows
     if not rows:
         return "No results in this bench."
-    device = str(bench.get("device") or "?")
-    measured = [r for r in rows if not _is_predicted(r)]
-    ok = sum(1 for r in rows if r.get("success"))
+    device = bench.device or "?"
+    measured = [r for r in rows if not r.predicted]
+    ok = sum(1 for r in rows if r.success)
     if not ok:
         return (
             f"No run finished with a correct kernel: all {len(rows)} failed (their errors are in "
             "the problems section), so this page claims no speedup."
         )
-    if not any(_num(r.get("speedup")) is not None for r in measured):
+    if not any(r.speedup is not None for r in measured):
         where = "the CPU" if device == "cpu" else f"device {device}"
         return (
             f"Predicted, not measured ({where}): no kernel was timed, so this page claims no "
             f"speedup; {ok} of {len(rows)} runs ended with a correct kernel."
         )
-    policies = [p for p in _policies(bench) if any(str(r.get("policy")) == p for r in rows)]
+    policies = [p for p in _policies(bench) if any(r.policy == p for r in rows)]
     main = MAIN_POLICY if MAIN_POLICY in policies else policies[0]
     summ = {p: policy_summary(bench, p)[0] for p in policies}
-    g = {p: v for p in policies if (v := _num(summ[p].get("geomean_speedup"))) is not None}
-    n = len({r.get("problem") for r in rows if str(r.get("policy")) == main})
-    suite = SUITE_NAMES.get(str(bench.get("suite")), str(bench.get("suite") or ""))
+    g = {p: v for p in policies if (v := summ[p].geomean_speedup) is not None}
+    n = len({r.problem for r in rows if r.policy == main})
+    suite = SUITE_NAMES.get(bench.suite or "", bench.suite or "")
     problems = f"{n} {suite} problem{'s' if n != 1 else ''}".replace("  ", " ")
     if main not in g:
         return f"{main}: no measured speedup on {problems}."
@@ -151,7 +152,7 @@ def headline(bench: dict[str, Any]) -> str:
             out[0] += f", within the spread ({band_text}) of {vs}."
     else:
         out[0] += "; no baseline in this bench."
-    anytime = {p: v for p in policies if (v := _num(summ[p].get("anytime_mean"))) is not None}
+    anytime = {p: v for p in policies if (v := summ[p].anytime_mean) is not None}
     if len(anytime) > 1 and main in anytime:
         lead = max(anytime, key=lambda p: anytime[p])
         if lead != main and anytime[lead] / anytime[main] >= band:
@@ -166,14 +167,14 @@ def headline(bench: dict[str, Any]) -> str:
                     f"{main} gains fastest: {anytime[main]:.2f}× anytime against at most "
                     f"{rest:.2f}×."
                 )
-    vc = _num(summ[main].get("geomean_vs_compile"))
+    vc = summ[main].geomean_vs_compile
     if vc is not None:
         out.append(f"{main} runs at {vc:.2f}× torch.compile's speed.")
     else:
         reason = policy_reason(bench, main, "vs_compile")
         out.append(f"{reason}." if "torch.compile" in reason else f"vs torch.compile: {reason}.")
-    failed = [r for r in rows if r.get("success") is False]
-    predicted = sum(1 for r in rows if _is_predicted(r) and r.get("success") is not False)
+    failed = [r for r in rows if r.success is False]
+    predicted = sum(1 for r in rows if r.predicted and r.success is not False)
     if failed:
         out.append(f"{len(failed)} of {len(rows)} runs failed (counted as 1.00×).")
     if predicted:
@@ -184,48 +185,44 @@ def headline(bench: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- empty cells
 
 
-def empty_reason(bench: dict[str, Any], row: dict[str, Any], field: str) -> str:
+def empty_reason(bench: BenchFile, row: BenchRow, field: str) -> str:
     """Why `row[field]` is null: the run failed, nothing was timed, or what this field needs
     and did not have. Fields: speedup, vs_eager, vs_compile, fraction_of_expert, pct_of_floor,
     calls_to_95, gate_calls, seed_spread."""
     if field == "seed_spread":
         return _no_spread(bench, row)
-    if row.get("success") is False or row.get("error"):
+    if row.success is False or row.error:
         return "the run failed: no final kernel to time (its error is in the row)"
-    if _is_predicted(row):
-        device = str(bench.get("device") or "")
+    if row.predicted:
+        device = bench.device or ""
         return (
             "not measured on the CPU: predicted only"
             if device in ("cpu", "")
             else "not measured: no GPU regime was timed"
         )
-    rows = [r for r in _rows(bench) if not _is_predicted(r) and r.get("success")]
+    rows = [r for r in bench.rows if not r.predicted and r.success]
     if field == "vs_compile":
-        if bench.get("compile") is False:
+        if bench.compile is False:
             return "torch.compile not timed in this bench (--no-compile)"
-        if bench.get("compile") is None and not any(
-            _num(r.get("vs_compile")) is not None for r in rows
+        if bench.compile is None and not any(
+            r.vs_compile is not None for r in rows
         ):  # benches written before bench.json said whether it was asked for
             return "torch.compile not timed in this bench (--no-compile)"
         return "torch.compile of this problem's reference was not timed (it failed to compile)"
     if field == "fraction_of_expert":
-        if str(bench.get("suite")) == "heldout":
+        if bench.suite == "heldout":
             return "no expert kernel for held-out problems"
-        if "expert_ms" not in row:
+        if row.expert_ms is None:
             return "no expert kernel (expert.py) for this problem"
         return "the expert kernel did not pass the gate, so it was not timed"
     if field == "calls_to_95":
-        sp = _num(row.get("speedup"))
+        sp = row.speedup
         if sp is not None and sp <= 1.0:
             return "nothing gained over the start: no 95% mark to reach"
         return "not measured: no gain was timed"
     if field == "speedup":
-        regimes = row.get("regimes")
-        if (
-            isinstance(regimes, dict)
-            and regimes
-            and all(isinstance(v, dict) and v.get("launch_bound") for v in regimes.values())
-        ):
+        regimes = row.regimes
+        if regimes and all(v.launch_bound for v in regimes.values()):
             return "every timed regime is launch-bound: no kernel speedup is counted"
         return "no timed regime in common between the start and the final kernel"
     if field == "vs_eager":
@@ -235,23 +232,23 @@ def empty_reason(bench: dict[str, Any], row: dict[str, Any], field: str) -> str:
     return f"{field} not recorded in this bench.json"
 
 
-def _no_spread(bench: dict[str, Any], row: dict[str, Any]) -> str:
-    seeds = _num(bench.get("seeds"))
+def _no_spread(bench: BenchFile, row: BenchRow) -> str:
+    seeds = bench.seeds
     if seeds is None or seeds < 2:
         return "one seed per run (--seeds 1)"
     from klineage.bench.run import SEEDED_POLICIES
 
-    if str(row.get("policy")) not in SEEDED_POLICIES:
-        return f"{row.get('policy')} does not depend on the seed: it runs once"
+    if row.policy not in SEEDED_POLICIES:
+        return f"{row.policy} does not depend on the seed: it runs once"
     return "fewer than two of its seeds finished"
 
 
-def policy_reason(bench: dict[str, Any], policy: str, field: str) -> str:
+def policy_reason(bench: BenchFile, policy: str, field: str) -> str:
     """Why a policy's summary value for `field` (a row field) is null: the most common reason
     among its rows that lack it."""
-    rows = [r for r in _rows(bench) if str(r.get("policy")) == policy]
+    rows = [r for r in bench.rows if r.policy == policy]
     reasons = Counter(
-        empty_reason(bench, r, field) for r in rows if _num(r.get(field)) is None
+        empty_reason(bench, r, field) for r in rows if row_number(r, field) is None
     ).most_common(1)
     if not reasons:
         return "not in this bench's summary"
