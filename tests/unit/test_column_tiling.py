@@ -263,3 +263,74 @@ def test_row_kernels_and_experts_are_not_sites() -> None:
     for path in ["kernels/colsum/expert.py", "kernels/softmax/naive.py", "heldout/rmsnorm_gemma/naive.py",
                  "kernels/transpose/naive.py", "heldout/reverse_cumsum_rows/naive.py"]:  # fmt: skip
         assert PASS.forward_sites((SRC / path).read_text(encoding="utf-8")) == [], path
+
+
+# the expert's shape (column_tiling_expert.py), written for the test: 2-D tiles of TN columns
+TILED = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_colmax(src, dst, n_rows, n_cols, pitch, TM: tl.constexpr, TN: tl.constexpr):
+    c = tl.program_id(0) * TN + tl.arange(0, TN)
+    r = tl.arange(0, TM)
+    best = tl.full([TN], float("-inf"), tl.float32)
+    for top in range(0, n_rows, TM):
+        rows = top + r
+        ok = (rows[:, None] < n_rows) & (c[None, :] < n_cols)
+        v = tl.load(src + rows[:, None] * pitch + c[None, :], mask=ok, other=float("-inf"))
+        best = tl.maximum(best, tl.max(v, axis=0))
+    tl.store(dst + c, best, mask=c < n_cols)
+
+
+def column_max(x):
+    y = torch.empty(x.shape[1], device=x.device)
+    tn = min(128, triton.next_power_of_2(x.shape[1]))
+    tile_colmax[(triton.cdiv(x.shape[1], tn),)](x, y, x.shape[0], x.shape[1], x.stride(0), TM=32, TN=tn)
+    return y
+"""
+
+TILED_ONE = TILED.replace("tn = min(128, triton.next_power_of_2(x.shape[1]))", "tn = 1")
+
+
+def test_golden_backward_one_column_per_program_and_forward_restores_it() -> None:
+    assert TILED_ONE != TILED
+    (site,) = PASS.backward_sites(TILED)
+    assert site.params["value"] == "min(128, triton.next_power_of_2(x.shape[1]))"
+    r = PASS.simplify(TILED, site)
+    assert r.applied and r.source == TILED_ONE, r.reason
+    assert PASS.backward_sites(TILED_ONE) == []
+    (fwd,) = PASS.forward_sites(TILED_ONE)
+    back = PASS.apply(TILED_ONE, fwd, dict(site.params))
+    assert back.applied and back.source == TILED, back.reason
+    # without the expert's expression there is nothing to restore
+    assert "params['value']" in PASS.apply(TILED_ONE, fwd).reason
+
+
+def test_colsum_expert_backward_is_one_column_per_program() -> None:
+    expert = (SRC / "kernels" / "colsum" / "expert.py").read_text(encoding="utf-8")
+    (site,) = PASS.backward_sites(expert)
+    assert site.function == "colsum_forward" and site.params["name"] == "BLOCK_N"
+    r = PASS.simplify(expert, site)
+    assert r.applied and r.source is not None, r.reason
+    assert "    BLOCK_N = 1\n" in r.source
+    (fwd,) = PASS.forward_sites(r.source)
+    assert PASS.apply(r.source, fwd, dict(site.params)).source == expert
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the columns along the tile's strided dimension: not a column tiling to undo
+        ("src + rows[:, None] * pitch + c[None, :]", "src + c[:, None] * pitch + rows[None, :]"),
+        # the launcher variable is also passed as an ordinary argument
+        ("x.shape[1], x.stride(0), TM=32", "tn, x.stride(0), TM=32"),
+        # no reduction over the rows
+        ("best = tl.maximum(best, tl.max(v, axis=0))", "best = tl.maximum(best, v)"),
+    ],
+)
+def test_backward_needs_the_column_tiled_shape(old: str, new: str) -> None:
+    assert old in TILED
+    assert PASS.backward_sites(TILED.replace(old, new)) == []

@@ -5,9 +5,10 @@ A naive column reduction (sum, mean, max over dim 0, a softmax down the columns)
 B elements a row pitch apart (one useful element per 32-byte sector) and n_cols programs each
 make n_rows / B dependent steps (issue 16: 49x slower than torch.compile at 16384 rows).
 
-Forward only (no expert in the corpus has a one-column-per-program shape to walk back to; the
-colsum expert's column block is block_size's MAX_BLOCK_N). The kernel takes `n_cols` and
-`BLOCK_N: tl.constexpr`; its program's column becomes the row vector
+Backward, in an expert's shape (column_tiling_expert.py): the launcher variable that sets a
+column-tiled kernel's columns per program (the colsum expert's BLOCK_N) becomes 1, and forward
+at such a `= 1` restores the expert's expression. Forward on a naive kernel: the kernel takes
+`n_cols` and `BLOCK_N: tl.constexpr`; its program's column becomes the row vector
 `(tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]` (the original name keeps its
 `.to(tl.int64)`), every `tl.arange` a column vector `[:, None]`, every 1-D reduction
 `axis=0, keep_dims=True`, 1-D `tl.zeros`/`tl.full` shapes (B, BLOCK_N), and a carried
@@ -34,6 +35,7 @@ import libcst as cst
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted
 from klineage.rewrite.passes.column_tiling_analysis import Analysis, analyse
+from klineage.rewrite.passes.column_tiling_expert import column_blocks, replaced
 from klineage.rewrite.passes.multi_row import (
     _and,
     _fresh,
@@ -226,11 +228,35 @@ class ColumnTiling(RewritePass):
     CATEGORY = "parallelism"
     ANCHOR = "one-column-per-program launch kernel[(n_cols,)] of a kernel adding its program id to pointers with unit stride"  # fmt: skip
 
+    def _blocks(self, source: str, one: bool, direction: str) -> list[Site]:
+        def run() -> list[Site]:
+            found = [b for b in column_blocks(Ctx(source)) if (b.value == "1") == one]
+            return [
+                self.site(direction, i, b.line, b.func.name.value,
+                          f"{b.name}={b.value}: columns per program of {', '.join(b.kernels)}",
+                          kind="columns", name=b.name, value=b.value)
+                for i, b in enumerate(found)
+            ]  # fmt: skip
+
+        result = self.safe(run)
+        return result if isinstance(result, list) else []
+
     def backward_sites(self, source: str) -> list[Site]:
-        return []  # no corpus expert has the one-column-per-program shape (module docstring)
+        return self._blocks(source, one=False, direction="backward")
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
-        return RewriteResult.skip("column_tiling is forward only")
+        def run() -> RewriteResult:
+            ctx = Ctx(source)
+            b = next((x for x in column_blocks(ctx) if x.name == site.params.get("name")
+                      and x.func.name.value == site.function and x.value != "1"), None)  # fmt: skip
+            if b is None:
+                return RewriteResult.skip(f"no column block {site.params.get('name')} here", site)
+            return RewriteResult(
+                True, f"{b.name} = 1: one column per program of {', '.join(b.kernels)}",
+                replaced(ctx, b, "1"), site,
+            )  # fmt: skip
+
+        return self.safe(run)
 
     def forward_sites(self, source: str) -> list[Site]:
         def run() -> list[Site]:
@@ -243,7 +269,26 @@ class ColumnTiling(RewritePass):
             ]  # fmt: skip
 
         result = self.safe(run)
-        return result if isinstance(result, list) else []
+        naive = result if isinstance(result, list) else []
+        restore = self._blocks(source, one=True, direction="forward")
+        n = len(naive)
+        return naive + [Site(x.pass_name, x.direction, n + x.index, x.line, x.function,
+                             x.description, x.params) for x in restore]  # fmt: skip
+
+    def _restore(self, source: str, site: Site, p: dict[str, Any]) -> RewriteResult:
+        """Forward in the expert's shape: NAME = 1 back to the expert's expression."""
+        value = p.get("value")
+        if not isinstance(value, str) or value == "1":
+            return RewriteResult.skip(
+                f"{site.params.get('name')} = 1: the columns per program to restore are not "
+                "given (params['value'])", site,
+            )  # fmt: skip
+        ctx = Ctx(source)
+        b = next((x for x in column_blocks(ctx) if x.name == site.params.get("name")
+                  and x.func.name.value == site.function and x.value == "1"), None)  # fmt: skip
+        if b is None:
+            return RewriteResult.skip(f"no column block {site.params.get('name')} = 1 here", site)
+        return RewriteResult(True, f"{b.name} = {value}: columns per program", replaced(ctx, b, value), site)  # fmt: skip
 
     def why_not(self, source: str) -> list[str]:
         """The reason each launch in the file is not a site (empty string for a site)."""
@@ -262,6 +307,8 @@ class ColumnTiling(RewritePass):
         p = params or {}
 
         def run() -> RewriteResult:
+            if site.params.get("kind") == "columns":
+                return self._restore(source, site, p)
             ctx, found = analyse(source)
             a = next((x for x in found if x.kernel == site.params.get("kernel")), None)
             if a is None:
