@@ -13,9 +13,9 @@ Passes work on source text and parse it with LibCST, so comments and formatting 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -100,6 +100,29 @@ class RewritePass(ABC):
         except Exception as e:  # a pass bug must not kill a walk; it is reported as a skip
             return RewriteResult.skip(f"{self.NAME} failed: {type(e).__name__}: {e}")
 
+    def safe_sites(self, fn: Callable[..., list[Site]], *args: Any) -> list[Site]:
+        """Find sites through `safe`: a parse or transform error finds none."""
+        result = self.safe(fn, *args)
+        return result if isinstance(result, list) else []
+
+    def rewrite_at(
+        self,
+        find: Callable[[], tuple[cst.Module, Sequence[T]]],
+        site: Site,
+        what: str,
+        rewrite: Callable[[cst.Module, T], RewriteResult],
+    ) -> RewriteResult:
+        """rewrite(module, found[site.index]) of what find() returns, through `safe`; a skip
+        "no <what> #<index> here" when find() finds fewer (the source changed since)."""
+
+        def run() -> RewriteResult:
+            module, found = find()
+            if site.index >= len(found):
+                return RewriteResult.skip(f"no {what} #{site.index} here", site)
+            return rewrite(module, found[site.index])
+
+        return self.safe(run)
+
 
 def parse(source: str) -> cst.Module:
     return cst.parse_module(source)
@@ -115,6 +138,11 @@ def code_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
+def replaced(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode) -> str:
+    """The module's source with node `old` (found by identity) replaced by `new`."""
+    return cast(cst.Module, module.deep_replace(old, new)).code
+
+
 def dotted(node: cst.BaseExpression) -> str:
     """'tl.load' for Attribute(Name('tl'), 'load'); '' for anything that is not a dotted name."""
     if isinstance(node, cst.Name):
@@ -123,6 +151,27 @@ def dotted(node: cst.BaseExpression) -> str:
         head = dotted(node.value)
         return f"{head}.{node.attr.value}" if head else ""
     return ""
+
+
+def names_under(node: cst.CSTNode) -> list[str]:
+    """Names under node, in order and with repeats: references, targets and parameters alike,
+    but not attribute names (`x.shape` gives x) nor keyword names (`f(n=k)` gives f, k)."""
+    found: list[str] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.append(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(V())
+    return found
 
 
 def is_call_to(node: cst.CSTNode, *names: str) -> bool:

@@ -254,12 +254,10 @@ class BlockSize(RewritePass):
         return out
 
     def backward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, "backward")
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, "backward")
 
     def forward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, "forward")
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, "forward")
 
     def _at(self, module: cst.Module, site: Site, name: Any) -> _Block | str:
         blocks = _blocks(module)

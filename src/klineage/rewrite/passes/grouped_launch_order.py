@@ -26,6 +26,7 @@ from klineage.rewrite.base import (
     Site,
     dotted,
     is_triton_jit,
+    names_under,
 )
 from klineage.rewrite.registry import register
 
@@ -34,25 +35,6 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(
         node.with_changes(lpar=[], rpar=[]) if hasattr(node, "lpar") else node
     )
-
-
-def _names(node: cst.CSTNode) -> list[str]:
-    found: list[str] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.append(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(V())
-    return found
 
 
 def _op(node: cst.BaseExpression, op: type) -> tuple[str, str] | None:
@@ -241,7 +223,7 @@ def _globals(module: cst.Module) -> set[str]:
                     for a in s.names
                 }
             elif isinstance(s, cst.Assign):
-                out |= {n for t in s.targets for n in _names(t.target)}
+                out |= {n for t in s.targets for n in names_under(t.target)}
     return out
 
 
@@ -310,8 +292,7 @@ class GroupedLaunchOrder(RewritePass):
                 )
             return out
 
-        result = self.safe(run)
-        return result if isinstance(result, list) else []
+        return self.safe_sites(run)
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
         def run() -> RewriteResult:
@@ -324,8 +305,8 @@ class GroupedLaunchOrder(RewritePass):
             body[m["k_m"]] = _set_value(body[m["k_m"]], f"{pid} // {npn}")
             body[m["k_n"]] = _set_value(body[m["k_n"]], f"{pid} % {npn}")
             group_stmts = set(m["temps"].values()) | {m["k_m"], m["k_n"]}
-            uses = _names(fn.body)
-            old = {k: _names(block.body[k]) for k in group_stmts}
+            uses = names_under(fn.body)
+            old = {k: names_under(block.body[k]) for k in group_stmts}
             drop = {
                 k for name, k in m["temps"].items()
                 if uses.count(name) == sum(names.count(name) for names in old.values())
@@ -364,8 +345,7 @@ class GroupedLaunchOrder(RewritePass):
                 )
             return out
 
-        result = self.safe(run)
-        return result if isinstance(result, list) else []
+        return self.safe_sites(run)
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         def run() -> RewriteResult:
@@ -382,7 +362,7 @@ class GroupedLaunchOrder(RewritePass):
                     f" {fn.name.value}; pass params={{'group': 8}} or add a GROUP_SIZE_M constexpr",
                     site,
                 )  # fmt: skip
-            tl, taken = _tl(module), set(_names(fn))
+            tl, taken = _tl(module), set(names_under(fn))
             first_k = min(m["k_m"], m["k_n"])
             defined = {n: k for k, n, _ in _assigns(block) if k < first_k}
             npm, expr = str(p.get("num_pid_m") or "num_pid_m"), p.get("num_pid_m_expr")
@@ -390,7 +370,7 @@ class GroupedLaunchOrder(RewritePass):
             usable = args | known | set(defined)
 
             def ok(code: str) -> bool:
-                return set(_names(cst.parse_expression(code))) <= usable
+                return set(names_under(cst.parse_expression(code))) <= usable
 
             if npm in usable or (not npm.isidentifier() and ok(npm)):
                 expr = None  # already defined here, or an expression of what is
@@ -401,7 +381,7 @@ class GroupedLaunchOrder(RewritePass):
                     _free("num_pid_m", taken), f"{tl}.num_programs({_axis(fn, m['pid'])}) // {_atom(m['npn'])}"
                 )  # fmt: skip
             if expr is not None:  # before num_pid_n's definition, unless it uses num_pid_n
-                later = m["npn"] in _names(cst.parse_expression(expr))
+                later = m["npn"] in names_under(cst.parse_expression(expr))
                 at = first_k if later else defined.get(m["npn"], first_k)
                 insert.append((at, f"{npm} = {expr}"))
             names = {**_DEFAULT_NAMES, **p.get("names", {})}

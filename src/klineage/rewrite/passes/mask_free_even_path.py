@@ -28,6 +28,7 @@ from klineage.rewrite.base import (
     dotted,
     is_call_to,
     is_triton_jit,
+    names_under,
 )
 from klineage.rewrite.passes.mask_free_even_path_analysis import (
     _MEM,
@@ -40,7 +41,6 @@ from klineage.rewrite.passes.mask_free_even_path_analysis import (
     _keys,
     _masked,
     _masks,
-    _names,
     _params,
     _slots,
     _spans,
@@ -150,7 +150,7 @@ class _Rewrite(cst.CSTTransformer):
         params = list(updated_node.params.params)
         names = [p.name.value for p in params]
         if "target" in self.kw:  # backward: drop the flag once nothing uses it
-            if h is None or flag in _names(updated_node.body):
+            if h is None or flag in names_under(updated_node.body):
                 return updated_node
             keys = [
                 getattr(getattr(e, "key", None), "evaluated_value", None) for e in h[1].elements
@@ -207,8 +207,7 @@ class MaskFreeEvenPath(RewritePass):
                 for i, (_, fn, line, p) in enumerate(finder.backward)
             ]  # fmt: skip
 
-        result = self.safe(run)
-        return result if isinstance(result, list) else []
+        return self.safe_sites(run)
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
         def run() -> RewriteResult:
@@ -239,15 +238,11 @@ class MaskFreeEvenPath(RewritePass):
         return module, out
 
     def forward_sites(self, source: str) -> list[Site]:
-        result = self.safe(lambda: [s for _, s in self._forward(source)[1]])
-        return result if isinstance(result, list) else []
+        return self.safe_sites(lambda: [s for _, s in self._forward(source)[1]])
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
-        def run() -> RewriteResult:
-            module, found = self._forward(source)
-            if site.index >= len(found):
-                return RewriteResult.skip(f"no masked load/store run #{site.index} here", site)
-            (block, fn, a, b, anchor, lo, hi), fs = found[site.index]
+        def rewrite(module: cst.Module, hit: tuple[Span, Site]) -> RewriteResult:
+            (block, fn, a, b, anchor, lo, hi), fs = hit
             p = {**fs.params, **(params or {})}
             if "statements" in p:  # the expert's `if` held exactly these statements
                 start = anchor - int(p.get("leading_helpers", 0))
@@ -263,7 +258,7 @@ class MaskFreeEvenPath(RewritePass):
             dim, blk, flag = str(fs.params["dim"]), str(fs.params["block"]), None
             if p.get("kind") == "inline":
                 test = str(p["test"])
-                if set(_names(cst.parse_expression(test))) != {dim, blk}:
+                if set(names_under(cst.parse_expression(test))) != {dim, blk}:
                     test = f"{dim} % {blk} == 0"
             else:
                 if _keys(str(p.get("heuristic", ""))) != {dim, blk}:
@@ -287,4 +282,6 @@ class MaskFreeEvenPath(RewritePass):
             reason = f"added a mask-free path under `{test}` in {fn.name.value}"
             return RewriteResult(True, reason, module.visit(rw).code, site)
 
-        return self.safe(run)
+        return self.rewrite_at(
+            lambda: self._forward(source), site, "masked load/store run", rewrite
+        )

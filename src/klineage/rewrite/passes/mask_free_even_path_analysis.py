@@ -13,31 +13,11 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from klineage.rewrite.base import code_of as _code
-from klineage.rewrite.base import dotted, is_call_to, is_triton_jit
+from klineage.rewrite.base import dotted, is_call_to, is_triton_jit, names_under
 
 _MEM = ("tl.load", "tl.store")
 # (block, function, span start, span end, anchor: its first masked statement, run start, run end)
 Span = tuple[cst.IndentedBlock, cst.FunctionDef, int, int, int, int, int]
-
-
-def _names(node: cst.CSTNode) -> list[str]:
-    """Names referenced under node, with repeats (attribute and keyword names excluded)."""
-    found: list[str] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.append(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(V())
-    return found
 
 
 def _calls(node: cst.CSTNode, *names: str) -> list[cst.Call]:
@@ -187,14 +167,14 @@ def _dims(fn: cst.FunctionDef, masks: list[cst.BaseExpression]) -> tuple[str, st
 
     class V(cst.CSTVisitor):
         def visit_Assign(self, n: cst.Assign) -> None:
-            for name in {x for t in n.targets for x in _names(t.target)}:
+            for name in {x for t in n.targets for x in names_under(t.target)}:
                 defs.setdefault(name, []).append(n.value)
 
         def visit_AugAssign(self, n: cst.AugAssign) -> None:
             defs.setdefault(_code(n.target), []).append(n.value)
 
         def visit_For(self, n: cst.For) -> None:
-            loops.update(_names(n.target))
+            loops.update(names_under(n.target))
 
     fn.body.visit(V())
     todo: list[cst.CSTNode] = list(masks)
@@ -203,8 +183,8 @@ def _dims(fn: cst.FunctionDef, masks: list[cst.BaseExpression]) -> tuple[str, st
     ranged: set[str] = set()
     while todo:
         expr = todo.pop()
-        ranged |= {n for c in _calls(expr, "tl.arange") for n in _names(c)}
-        for name in set(_names(expr)) - seen - loops:
+        ranged |= {n for c in _calls(expr, "tl.arange") for n in names_under(c)}
+        for name in set(names_under(expr)) - seen - loops:
             seen.add(name)
             refs |= {name} & set(params)
             todo += defs.get(name, [])
@@ -218,9 +198,9 @@ def _helper(stmt: cst.BaseStatement, fn: cst.FunctionDef, run: list[Any]) -> boo
     """An assignment whose names are used only in the masks of `run` (nowhere else in fn)."""
     if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)):
         return False
-    targets = {n for t in stmt.body[0].targets for n in _names(t.target)}
-    in_masks = [n for s in run for c in _masked(s) for m in _masks(c) for n in _names(m)]
-    uses = [n for n in _names(fn.body) if n in targets]
+    targets = {n for t in stmt.body[0].targets for n in names_under(t.target)}
+    in_masks = [n for s in run for c in _masked(s) for m in _masks(c) for n in names_under(m)]
+    uses = [n for n in names_under(fn.body) if n in targets]
     return bool(targets) and len(uses) == len(targets) + sum(n in targets for n in in_masks) > 1
 
 

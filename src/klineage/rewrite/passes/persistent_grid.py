@@ -24,7 +24,7 @@ from typing import Any
 
 import libcst as cst
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, is_call_to
+from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, is_call_to, replaced
 from klineage.rewrite.passes.rows_per_program import (
     Ctx,
     Launch,
@@ -32,9 +32,8 @@ from klineage.rewrite.passes.rows_per_program import (
     bind,
     closure,
     code,
-    known_names,
-    names_in,
     same,
+    undefined_skip,
     walk,
 )
 from klineage.rewrite.registry import register
@@ -214,12 +213,10 @@ class PersistentGrid(RewritePass):
         return out
 
     def backward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, True)
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, True)
 
     def forward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, False)
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, False)
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
         def run() -> RewriteResult:
@@ -232,13 +229,10 @@ class PersistentGrid(RewritePass):
                     site,
                 )
             m = found[site.index]
-            new = ctx.module.deep_replace(m.cap, cst.parse_expression(m.count))
+            new = replaced(ctx.module, m.cap, cst.parse_expression(m.count))
+            what = f"grid of {m.launch.kernel} in {m.launch.func.name.value}: {m.count}"
             return RewriteResult(
-                True,
-                f"grid of {m.launch.kernel} in {m.launch.func.name.value}: {m.count} (one "
-                f"program per block; was {code(m.cap)})",
-                new.code,  # type: ignore[union-attr]
-                site,
+                True, f"{what} (one program per block; was {code(m.cap)})", new, site
             )
 
         return self.safe(run)
@@ -279,19 +273,13 @@ class PersistentGrid(RewritePass):
                 return RewriteResult.skip(
                     f"{code(root)} does not contain the block count {count}", site
                 )
-            missing = set(names_in(cst.parse_expression(str(p["expr"])))) - known_names(
-                ctx.module, m.launch.func
+            skip = undefined_skip(str(p["expr"]), ctx.module, m.launch.func, site)
+            if skip is not None:
+                return skip
+            new = replaced(ctx.module, target, cst.parse_expression(str(p["expr"])))
+            what = (
+                f"persistent grid {p['expr']} for {m.launch.kernel} in {m.launch.func.name.value}"
             )
-            if missing:
-                return RewriteResult.skip(
-                    f"{p['expr']} uses {', '.join(sorted(missing))}, not defined here", site
-                )
-            new = ctx.module.deep_replace(target, cst.parse_expression(str(p["expr"])))
-            return RewriteResult(
-                True,
-                f"persistent grid {p['expr']} for {m.launch.kernel} in {m.launch.func.name.value}",
-                new.code,  # type: ignore[union-attr]
-                site,
-            )
+            return RewriteResult(True, what, new, site)
 
         return self.safe(run)

@@ -28,6 +28,7 @@ from klineage.rewrite.base import (
     dotted,
     is_call_to,
     is_triton_jit,
+    names_under,
 )
 from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
@@ -45,26 +46,6 @@ def _atom(code: str) -> str:
     return code if isinstance(e, simple) else f"({code})"
 
 
-def _names(node: cst.CSTNode) -> list[str]:
-    """Names referenced under node, with repeats (attribute and keyword names excluded)."""
-    found: list[str] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.append(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(V())
-    return found
-
-
 def _assigned(node: cst.CSTNode) -> set[str]:
     """Names written under node (assignments of every kind, loop targets)."""
     out: set[str] = set()
@@ -72,7 +53,7 @@ def _assigned(node: cst.CSTNode) -> set[str]:
     class V(cst.CSTVisitor):
         def on_visit(self, n: cst.CSTNode) -> bool:
             if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
-                out.update(_names(n.target))
+                out.update(names_under(n.target))
             return True
 
     node.visit(V())
@@ -186,7 +167,7 @@ def _advances(loop: cst.For) -> list[cst.AugAssign]:
         n
         for c in _calls(loop.body)
         if is_call_to(c, "tl.load", "tl.store") and c.args
-        for n in _names(c.args[0].value)
+        for n in names_under(c.args[0].value)
     }
     out: list[cst.AugAssign] = []
 
@@ -249,7 +230,7 @@ def _unsafe(found: Found, p: str, k: int, pos: Any) -> str | None:
         return "the loop body has continue/break"
     if sum(p in _assigned(s) for s in body) != 1:
         return f"{p} is assigned more than once in the loop"
-    if any(p in _names(s) for s in body[k + 1 :]):
+    if any(p in names_under(s) for s in body[k + 1 :]):
         return f"{p} is read after its advance in the same iteration"
     if _live_after(found, p, pos):
         return f"{p} is used after the loop (it would hold a different value there)"
@@ -318,8 +299,7 @@ class PointerAdvancement(RewritePass):
         return module, out, pos
 
     def backward_sites(self, source: str) -> list[Site]:
-        result = self.safe(lambda: [s for s, _ in self._backward(source)[1]])
-        return result if isinstance(result, list) else []
+        return self.safe_sites(lambda: [s for s, _ in self._backward(source)[1]])
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
         def run() -> RewriteResult:
@@ -338,19 +318,19 @@ class PointerAdvancement(RewritePass):
                     f"the loop at line {pos[loop].start.line} is not `for <name> in range(...)`",
                     site,
                 )
-            if set(_names(adv.value)) & (_assigned(loop.body) | {rng[0]}):
+            if set(names_under(adv.value)) & (_assigned(loop.body) | {rng[0]}):
                 return RewriteResult.skip(
                     f"the step `{step}` changes inside the loop (not constant)", site
                 )
             bounds = cst.parse_expression(f"({rng[1]}, {rng[2]})")
-            if set(_names(bounds)) & _assigned(loop.body):
+            if set(names_under(bounds)) & _assigned(loop.body):
                 return RewriteResult.skip(
                     "the range start or step is reassigned inside the loop", site
                 )
             reason = _unsafe(found, p, k, pos)
             if reason is not None:
                 return RewriteResult.skip(reason, site)
-            taken, base = set(_names(fn)), f"{p}_base"
+            taken, base = set(names_under(fn)), f"{p}_base"
             while base in taken:
                 base += "_"
             recompute = cst.parse_statement(f"{p} = {base} + {_index(*rng)} * {_atom(step)}\n")
@@ -379,11 +359,11 @@ class PointerAdvancement(RewritePass):
                     continue
                 p, base, step = m
                 variant = _assigned(loop.body) | {loop.target.value}  # type: ignore[attr-defined]
-                uses = set(_names(base)) | set(_names(cst.parse_expression(step)))
+                uses = set(names_under(base)) | set(names_under(cst.parse_expression(step)))
                 if (
-                    p in _names(base)
+                    p in names_under(base)
                     or uses & variant
-                    or any(p in _names(s) for s in loop.body.body[:k])
+                    or any(p in names_under(s) for s in loop.body.body[:k])
                 ):
                     continue
                 if _unsafe(found, p, len(loop.body.body) - 1, pos) is None:
@@ -394,22 +374,18 @@ class PointerAdvancement(RewritePass):
         return module, out
 
     def forward_sites(self, source: str) -> list[Site]:
-        result = self.safe(lambda: [s for s, _ in self._forward(source)[1]])
-        return result if isinstance(result, list) else []
+        return self.safe_sites(lambda: [s for s, _ in self._forward(source)[1]])
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
-        def run() -> RewriteResult:
-            module, sites = self._forward(source)
-            if site.index >= len(sites):
-                return RewriteResult.skip(f"no recomputed pointer #{site.index} here", site)
-            fs, (found, k, base) = sites[site.index]
+        def rewrite(module: cst.Module, hit: tuple[Site, Any]) -> RewriteResult:
+            fs, (found, k, base) = hit
             p, step, base_code = fs.params["pointer"], fs.params["step"], _code(base)
             tail = max(int((params or {}).get("tail_offset", 0)), 0)
-            alone = isinstance(base, cst.Name) and _names(found[1]).count(base_code) == 2
+            alone = isinstance(base, cst.Name) and names_under(found[1]).count(base_code) == 2
 
             def edit_body(body: list[Any]) -> list[Any]:
                 del body[k]
-                reads = [i for i, s in enumerate(body) if p in _names(s)]
+                reads = [i for i, s in enumerate(body) if p in names_under(s)]
                 at = max(len(body) - tail, reads[-1] + 1 if reads else 0)
                 return [*body[:at], cst.parse_statement(f"{p} += {step}\n"), *body[at:]]
 
@@ -431,4 +407,4 @@ class PointerAdvancement(RewritePass):
             new = module.visit(_Edit(found[0], edit_body, edit_block)).code
             return RewriteResult(True, f"{p} advanced by {step} each iteration", new, site)
 
-        return self.safe(run)
+        return self.rewrite_at(lambda: self._forward(source), site, "recomputed pointer", rewrite)

@@ -34,6 +34,7 @@ from klineage.rewrite.base import (
     is_triton_jit,
     parse,
     positions,
+    replaced,
 )
 from klineage.rewrite.registry import register
 
@@ -204,6 +205,18 @@ def known_names(module: cst.Module, func: cst.FunctionDef) -> set[str]:
     return known
 
 
+def undefined_skip(
+    expr: str, module: cst.Module, func: cst.FunctionDef, site: Site
+) -> RewriteResult | None:
+    """A skip when expr uses names the launcher func cannot see (known_names), else None."""
+    missing = set(names_in(cst.parse_expression(expr))) - known_names(module, func)
+    if missing:
+        return RewriteResult.skip(
+            f"{expr} uses {', '.join(sorted(missing))}, not defined here", site
+        )
+    return None
+
+
 def walk(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Every node under `node` (itself included), pre-order."""
     out: list[cst.CSTNode] = []
@@ -370,16 +383,14 @@ class RowsPerProgram(RewritePass):
             ctx = Ctx(source)
             return [self._site(ctx, i, m, "backward") for i, m in enumerate(_matches(ctx, False))]
 
-        result = self.safe(run)
-        return result if isinstance(result, list) else []
+        return self.safe_sites(run)
 
     def forward_sites(self, source: str) -> list[Site]:
         def run() -> list[Site]:
             ctx = Ctx(source)
             return [self._site(ctx, i, m, "forward") for i, m in enumerate(_matches(ctx, True))]
 
-        result = self.safe(run)
-        return result if isinstance(result, list) else []
+        return self.safe_sites(run)
 
     def _pick(self, ctx: Ctx, site: Site, want_one: bool) -> _Match | RewriteResult:
         found = _matches(ctx, want_one)
@@ -399,13 +410,11 @@ class RowsPerProgram(RewritePass):
             m = self._pick(ctx, site, False)
             if isinstance(m, RewriteResult):
                 return m
-            new = ctx.module.deep_replace(m.assign.value, cst.Integer("1"))  # type: ignore[arg-type]
+            new = replaced(ctx.module, m.assign.value, cst.Integer("1"))  # type: ignore[arg-type]
+            was = code(m.assign.value)  # type: ignore[arg-type]
+            what = f"one row per program of {m.launch.kernel} (was {was})"
             return RewriteResult(
-                True,
-                f"{m.name} = 1 in {m.launch.func.name.value}: one row per program of "
-                f"{m.launch.kernel} (was {code(m.assign.value)})",  # type: ignore[arg-type]
-                new.code,  # type: ignore[union-attr]
-                site,
+                True, f"{m.name} = 1 in {m.launch.func.name.value}: {what}", new, site
             )
 
         return self.safe(run)
@@ -436,20 +445,13 @@ class RowsPerProgram(RewritePass):
                     "(elements per [BLOCK_M, BLOCK_N] tile)",
                     site,
                 )
-            missing = set(names_in(cst.parse_expression(expr))) - known_names(
-                ctx.module, m.launch.func
-            )
-            if missing:
-                return RewriteResult.skip(
-                    f"{expr} uses {', '.join(sorted(missing))}, not defined here", site
-                )
-            new = ctx.module.deep_replace(m.assign.value, cst.parse_expression(expr))  # type: ignore[arg-type]
+            skip = undefined_skip(expr, ctx.module, m.launch.func, site)
+            if skip is not None:
+                return skip
+            new = replaced(ctx.module, m.assign.value, cst.parse_expression(expr))  # type: ignore[arg-type]
+            what = f"several rows per program of {m.launch.kernel}"
             return RewriteResult(
-                True,
-                f"{m.name} = {expr} in {m.launch.func.name.value}: several rows per program "
-                f"of {m.launch.kernel}",
-                new.code,  # type: ignore[union-attr]
-                site,
+                True, f"{m.name} = {expr} in {m.launch.func.name.value}: {what}", new, site
             )
 
         return self.safe(run)

@@ -185,12 +185,10 @@ class SoftwarePipelining(RewritePass):
         return out
 
     def backward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, "backward")
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, "backward")
 
     def forward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, "forward")
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, "forward")
 
     def _nth(self, module: cst.Module, site: Site, keep: Any) -> _Stage | str:
         found = [s for s in _stages(module) if keep(s)]
