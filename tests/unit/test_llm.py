@@ -81,3 +81,33 @@ def test_the_scripted_backend_replays_queued_replies_and_errors() -> None:
         llm.complete([Message("user", "x")])
     with pytest.raises(LLMError, match="no reply queued"):
         llm.complete([Message("user", "x")])
+
+
+def test_the_anthropic_backend_passes_temperature_only_where_the_sdk_takes_it() -> None:
+    """anthropic 2.x's messages.create has no `temperature` (passing it is a TypeError);
+    older SDKs take it. Both are called with what they accept."""
+    pytest.importorskip("anthropic")
+    from types import SimpleNamespace
+
+    from klineage.llm.builtin import AnthropicChat
+
+    reply = SimpleNamespace(
+        content=[SimpleNamespace(text="ok")],
+        model="claude-x",
+        usage=SimpleNamespace(input_tokens=3, output_tokens=1),
+    )
+    seen: list[dict] = []
+
+    def new_sdk(*, model, messages, max_tokens, system=None, timeout=None):
+        seen.append({"model": model})
+        return reply
+
+    def old_sdk(*, model, messages, max_tokens, temperature, system=None, timeout=None):
+        seen.append({"temperature": temperature})
+        return reply
+
+    llm = AnthropicChat("claude-x", "key")
+    for create in (new_sdk, old_sdk):
+        llm.client = SimpleNamespace(messages=SimpleNamespace(create=create))
+        assert llm.complete([Message("user", "hi")], temperature=0.3).text == "ok"
+    assert seen == [{"model": "claude-x"}, {"temperature": 0.3}]

@@ -4,6 +4,7 @@ for tests. Each registers through registry.register_backend like any plugin."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections import deque
 from collections.abc import Iterator
@@ -88,20 +89,32 @@ class AnthropicChat(LLMBackend):
         self.name = f"anthropic:{model}"
         self.client: Any = anthropic.Anthropic(api_key=api_key, max_retries=0)
 
+    def _takes_temperature(self) -> bool:
+        """The Messages API's SDK dropped `temperature` (anthropic 2.x: a TypeError when passed);
+        older SDKs take it. Without it the model samples at its own default."""
+        try:
+            params = inspect.signature(self.client.messages.create).parameters
+        except (TypeError, ValueError):
+            return True
+        return "temperature" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+
     def reply(self, messages: list[Message], limits: Limits) -> Completion:
         a = self._anthropic
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         chat: list[Any] = [
             {"role": m.role, "content": m.content} for m in messages if m.role != "system"
         ]
+        sampling = {"temperature": limits.temperature} if self._takes_temperature() else {}
         with _api_errors(a, "Anthropic API", limits.timeout_s, reach="the Anthropic API"):
             r = self.client.messages.create(
                 model=self.model,
                 system=system or a.NOT_GIVEN,
                 messages=chat,
                 max_tokens=limits.max_tokens,
-                temperature=limits.temperature,
                 timeout=limits.timeout_s,
+                **sampling,
             )
         text = "".join(getattr(b, "text", "") for b in r.content)
         return Completion(
