@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from klineage.gate import Status
+from klineage.gate.records import Overrides
 
 app = typer.Typer(
     name="klineage",
@@ -58,9 +59,9 @@ SetOption = Annotated[
 ]
 
 
-def parse_set(items: list[str]) -> dict[str, Any]:
+def parse_set(items: list[str]) -> Overrides:
     """--set NAME=VALUE items: VALUE as a Python literal (8, 1e-3, (16, 1, 1)), else a string."""
-    out: dict[str, Any] = {}
+    out: Overrides = {}
     for item in items:
         name, sep, raw = item.partition("=")
         if not sep or not name.isidentifier():

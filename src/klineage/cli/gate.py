@@ -18,6 +18,7 @@ from klineage.config import GateConfig
 from klineage.errors import KLineageError, UsageError
 from klineage.gate import GateResult, Stage, run_gate
 from klineage.gate.records import Fault
+from klineage.gate.request import Event
 from klineage.gate.runner import result_json
 
 
@@ -67,7 +68,7 @@ def _events_to_stderr() -> Any:
         return None
     t0 = time.monotonic()
 
-    def emit(ev: dict[str, Any]) -> None:
+    def emit(ev: Event) -> None:
         print(
             json.dumps({"t": round(time.monotonic() - t0, 2), **ev}, default=str),
             file=sys.stderr,
@@ -270,7 +271,7 @@ def gate(
         else:
             with console.status("gate: starting") as status:
 
-                def on_event(ev: dict[str, Any]) -> None:
+                def on_event(ev: Event) -> None:
                     if ev["type"] == "start":
                         status.update(f"gate: {ev['stage']} {ev.get('detail', '')}")
                     elif ev["type"] == "progress":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -63,10 +64,6 @@ class Environment(BaseModel):
     interpreter: bool
     timing_method: str
     date: str
-
-    def fingerprint(self) -> dict[str, Any]:
-        """The fields that change a result (the date does not)."""
-        return self.model_dump(exclude={"date"})
 
 
 class RegimeOutcome(BaseModel):
@@ -304,9 +301,26 @@ class GateResult(BaseModel):
         return dict(stage.numbers.regimes) if stage is not None else {}
 
 
-def profile_rows(gate: dict[str, Any]) -> dict[str, ProfileRow]:
-    """Per-regime timing of a stored GateResult (as JSON)."""
-    for stage in gate.get("stages", []):
-        if stage.get("stage") == Stage.PROFILE.value:
+# A GateResult as JSON (GateResult.model_dump(mode="json")), the form in which the store keeps a
+# verdict in lineage nodes, trials and runs and gives it back. Its shape is GateResult's; it stays
+# JSON across packages because metrics.speedups and the store pass it so, and whatever reads
+# numbers from it goes through the models (profile_rows: StageNumbers, which also reads rows of
+# the old timing), never field by field. Read-only: a reader cannot change a stored verdict.
+GateJSON = Mapping[str, object]
+
+# --set NAME=VALUE values (cli/common.parse_set: ast.literal_eval, else the text as a string):
+# numbers, strings, booleans, None, and tuples or lists of them, rebound as the problem's
+# module globals before it runs.
+OverrideValue = int | float | bool | str | None | tuple[Any, ...] | list[Any]
+Overrides = dict[str, OverrideValue]
+
+
+def profile_rows(gate: GateResult | GateJSON) -> dict[str, ProfileRow]:
+    """Per-regime timing of a GateResult, or of one stored as JSON (empty when not measured)."""
+    if isinstance(gate, GateResult):
+        return gate.profile_rows()
+    stages = gate.get("stages")
+    for stage in stages if isinstance(stages, list) else []:
+        if isinstance(stage, Mapping) and stage.get("stage") == Stage.PROFILE.value:
             return StageNumbers.model_validate(stage.get("numbers") or {}).regimes
     return {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -10,8 +10,13 @@ from pydantic import BaseModel, Field
 from klineage.config import GateConfig
 from klineage.gate.records import Stage, StageNumbers, StageResult, Status
 
+# A progress event's payload: display data for a caller's progress lines (the CLI's status and
+# bars, KLINEAGE_EVENTS=stderr), its keys by kind of event. Never stored and never decided on, so
+# no model of its own; read-only, so a callback cannot change what the caller goes on to use.
+# Values stay Any because the printers format them as they come.
+Event = Mapping[str, Any]
 # Progress events of a gate call ({"type": "start" | "progress", ...}) for a caller to show.
-EventCallback = Callable[[dict[str, Any]], None]
+EventCallback = Callable[[Event], None]
 
 
 class GateRequest(BaseModel):
