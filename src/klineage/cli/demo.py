@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -16,6 +16,7 @@ from klineage.cli.gate import render_gate
 from klineage.cli.optimize import render_run
 from klineage.config import GateConfig
 from klineage.gate import run_gate
+from klineage.gate.request import Event
 
 
 @app.command()
@@ -58,7 +59,7 @@ def demo(
     store = open_store(default_cache_dir() / "demo.db")
     with console.status("distill: gating one simplification at a time") as status:
 
-        def on_event(kind: str, data: dict[str, Any]) -> None:
+        def on_event(kind: str, data: Event) -> None:
             if kind == "result":
                 status.update(
                     f"distill: {data['pass']} at {data['site'].split('@')[-1]}: {'kept' if data['accepted'] else 'not kept'}"
@@ -105,7 +106,7 @@ def demo(
     softmax = Path(str(root / "kernels" / "softmax"))
     with console.status("optimize: materializing skills one at a time, each gated") as status:
 
-        def on_trial(kind: str, data: dict[str, Any]) -> None:
+        def on_trial(kind: str, data: Event) -> None:
             if kind == "trial":
                 verdict = (
                     "kept"

@@ -21,6 +21,7 @@ from klineage.cli.common import (
 )
 from klineage.config import GateConfig
 from klineage.errors import KLineageError
+from klineage.gate.request import Event
 
 
 def render_lineage(view: Any) -> None:
@@ -167,7 +168,7 @@ def distill(
                 task = progress.add_task("gating the expert", total=None)
                 counts = {"gated": 0, "accepted": 0, "step": 0}
 
-                def on_event(kind: str, data: dict[str, Any]) -> None:
+                def on_event(kind: str, data: Event) -> None:
                     if kind == "step":
                         # One bar per step: the candidates (pass, site) competing for it.
                         counts["step"] = data["step"]
@@ -216,7 +217,7 @@ def distill(
 def _probe(store: Any, lid: str, config: GateConfig, *, quiet: bool) -> None:
     from klineage.lineage.probe import probe_lineage
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
+    def on_event(kind: str, data: Event) -> None:
         if quiet or kind != "probed":
             return
         mark = (

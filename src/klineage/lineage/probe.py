@@ -16,15 +16,13 @@ of a lineage already stored are not repeated, so an interrupted run resumes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from klineage.config import GateConfig
 from klineage.errors import UsageError
 from klineage.gate import run_gate
 from klineage.lineage.llm_pass import NAME as LLM_PASS
-from klineage.lineage.walk import candidate_file
+from klineage.lineage.walk import EventCallback, candidate_file
 from klineage.store import Store
 from klineage.store.db import ProbeRow, StoreError
 
@@ -34,7 +32,7 @@ def probe_lineage(
     lineage_id: str,
     *,
     config: GateConfig | None = None,
-    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    on_event: EventCallback | None = None,
 ) -> list[ProbeRow]:
     """Probe every accepted step of a finished lineage (stored ones are kept); returns all
     probes of the lineage, in step order."""

@@ -3,8 +3,9 @@ every attempt with its verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from klineage.metrics import inverse, speedups
 from klineage.store import Store
@@ -16,6 +17,42 @@ def _held_regimes(gate: dict[str, Any] | None) -> list[str]:
         if stage["stage"] == "correctness":
             return [r["regime"] for r in stage.get("regimes", []) if r["status"] == "passed"]
     return []
+
+
+class StepJSON(TypedDict):
+    """A StepView as JSON (`klineage lineage show --json`, the MCP lineage tool)."""
+
+    step: int
+    rewrite: str
+    site: str
+    description: str
+    function: str
+    line: int
+    applied: bool
+    accepted: bool
+    chosen: bool
+    stage: str | None
+    message: str
+    reason: str
+    held_regimes: list[str]
+    speedup: dict[str, float]
+
+
+class LineageJSON(TypedDict):
+    """A LineageView as JSON: the lineage's row, every attempt (steps) and the chosen chain."""
+
+    id: str
+    problem: str
+    expert: str
+    device: str
+    policy: str
+    status: str
+    stop_reason: str
+    # The gate Environment the walk ran in, as stored (gate.records.Environment's shape), or None.
+    environment: Mapping[str, object] | None
+    effects: str  # "measured" or "not measured (no GPU)"
+    steps: list[StepJSON]
+    path: list[StepJSON]
 
 
 @dataclass
@@ -36,8 +73,23 @@ class StepView:
     # Per regime: child time / parent time, i.e. what the optimization buys (> 1 = it helps).
     speedup: dict[str, float] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def as_json(self) -> StepJSON:
+        return StepJSON(
+            step=self.step,
+            rewrite=self.rewrite,
+            site=self.site,
+            description=self.description,
+            function=self.function,
+            line=self.line,
+            applied=self.applied,
+            accepted=self.accepted,
+            chosen=self.chosen,
+            stage=self.stage,
+            message=self.message,
+            reason=self.reason,
+            held_regimes=self.held_regimes,
+            speedup=self.speedup,
+        )
 
 
 @dataclass
@@ -47,7 +99,7 @@ class LineageView:
     path: list[StepView]
     sources: list[str]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> LineageJSON:
         lin = self.lineage
         measured = any(s.speedup for s in self.path)
         return {

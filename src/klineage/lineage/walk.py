@@ -17,13 +17,17 @@ from typing import Any
 from klineage.config import GateConfig, default_cache_dir
 from klineage.errors import LoadError, UsageError
 from klineage.gate import GateResult, run_gate
-from klineage.gate.records import profile_rows
+from klineage.gate.records import GateJSON, Overrides, profile_rows
+from klineage.gate.request import Event
+from klineage.llm.base import LLMBackend
 from klineage.metrics import speedups, timed_geomean
 from klineage.problem.loader import check_overrides, read_source
 from klineage.rewrite import RewritePass, Site, all_passes
 from klineage.store import Store
 
-EventCallback = Callable[[str, dict[str, Any]], None]
+# The walk's progress, by kind ("step", "attempt", "result", "accepted", "resume"), for a caller
+# to show (gate/request.py: Event).
+EventCallback = Callable[[str, Event], None]
 
 # Policies choose which accepted simplification becomes the next step.
 #   least_cost: remove first the optimization whose removal costs least (smallest measured
@@ -82,8 +86,9 @@ def candidate_file(source: str) -> Path:
     return p
 
 
-def kernel_ms(gate: dict[str, Any]) -> dict[str, float]:
-    """Per-regime decision time from a stored GateResult (empty when not measured)."""
+def kernel_ms(gate: GateResult | GateJSON) -> dict[str, float]:
+    """Per-regime decision time of a GateResult, or one stored as JSON (empty when not
+    measured)."""
     return {r: row.kernel_ms for r, row in profile_rows(gate).items()}
 
 
@@ -343,8 +348,8 @@ def distill(
     config: GateConfig | None = None,
     pass_names: list[str] | None = None,
     on_event: EventCallback | None = None,
-    llm: Any = None,
-    overrides: dict[str, Any] | None = None,
+    llm: LLMBackend | None = None,
+    overrides: Overrides | None = None,
 ) -> str:
     """Walk `expert` backward under the gate; returns the lineage id (stored in `store`).
 
