@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,10 +23,12 @@ from klineage.cli.common import (
 )
 from klineage.config import GateConfig
 from klineage.errors import KLineageError
+from klineage.gate.request import Event
 
 
-def render_run(summary: dict[str, Any]) -> None:
-    """The optimize summary: what was applied, per-regime speed, budget used."""
+def render_run(summary: Mapping[str, Any]) -> None:
+    """The optimize summary (optimize.summary.RunSummary, fresh or as the store gives it back):
+    what was applied, per-regime speed, budget used."""
     console.print(
         f"[bold]run {summary['run_id']}[/] ({summary['policy']}, {summary['device']}): {summary['stop_reason']}; "
         f"{summary['gate_calls']}/{summary['budget']} gate calls, {summary['tokens']} LLM tokens, {summary['trials']} trials"
@@ -157,7 +160,7 @@ def optimize(
                       console=err_console if as_json else console, transient=True) as progress:  # fmt: skip
             task = progress.add_task("gating the starting kernel", total=budget)
 
-            def on_event(kind: str, data: dict[str, Any]) -> None:
+            def on_event(kind: str, data: Event) -> None:
                 if kind == "gating":
                     progress.update(
                         task,

@@ -29,7 +29,8 @@ from typing import Any
 from klineage.config import GateConfig
 from klineage.errors import KLineageError, LoadError, UsageError
 from klineage.gate import GateResult, run_gate
-from klineage.gate.records import profile_rows
+from klineage.gate.records import Overrides, profile_rows
+from klineage.gate.request import Event
 from klineage.lineage.walk import candidate_file, sha
 from klineage.llm.base import LLMBackend
 from klineage.metrics import geomean
@@ -42,6 +43,7 @@ from klineage.optimize.decide import (
 )
 from klineage.optimize.materialize import LLMMaterializer, Materialized, mechanical
 from klineage.optimize.policies import CPU_CONFIGS, Context, Proposal, get_policy
+from klineage.optimize.summary import RegimeSummary, RunSummary
 from klineage.problem.loader import check_overrides, read_source
 from klineage.problem.shapes import features, regime_shapes
 from klineage.skills.conditions import PAYS_OFF
@@ -49,7 +51,9 @@ from klineage.skills.model import Skill
 from klineage.store import Store
 from klineage.store.db import TrialRow
 
-EventCallback = Callable[[str, dict[str, Any]], None]
+# The loop's progress, by kind ("start", "resume", "gating", "trial"), for a caller to show
+# (gate/request.py: Event).
+EventCallback = Callable[[str, Event], None]
 
 # Part of every run's identity. Bump it when what a policy proposes or what a materializer
 # writes changes, so a stored run of the older code is not replayed as if it were this one's.
@@ -76,7 +80,7 @@ class Settings:
     max_tokens: int | None = None  # total LLM tokens (in + out) the run may use
     regimes: list[str] = field(default_factory=list)
     # --set NAME=VALUE: problem globals rebound for every gate call (gate/runner.py).
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: Overrides = field(default_factory=dict)
     seed: int = 0
     repair: bool = True
     llm_timeout_s: float = 300.0
@@ -153,7 +157,7 @@ class Optimizer:
 
     # the run ------------------------------------------------------------------------------
 
-    def run(self, fresh: bool = False) -> dict[str, Any]:
+    def run(self, fresh: bool = False) -> RunSummary:
         s = self.settings
         if fresh and self.store.get_run(self.run_id) is not None:
             self.store.delete_run(self.run_id)
@@ -370,11 +374,11 @@ class Optimizer:
 
     # the result ---------------------------------------------------------------------------
 
-    def summary(self, st: State, reason: str) -> dict[str, Any]:
+    def summary(self, st: State, reason: str) -> RunSummary:
         trials = self.store.trials(self.run_id)
         start_rows = profile_rows(self.start_gate)
         best_rows = profile_rows(st.best_gate)
-        per_regime: dict[str, dict[str, Any]] = {}
+        per_regime: dict[str, RegimeSummary] = {}
         # Start and best were timed in different gate calls: medians of the two, with their range.
         overall = speedup(self.start_gate, st.best_gate, self.timed)
         for r in self.timed:
@@ -424,7 +428,7 @@ def optimize(
     fresh: bool = False,
     on_event: EventCallback | None = None,
     memory: Any = None,
-) -> dict[str, Any]:
+) -> RunSummary:
     """Optimize `kernel` for `problem`; returns the run summary (also stored, with every trial)."""
     settings = settings or Settings()
     if settings.budget < 1:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,11 @@ from klineage.skills.model import Skill
 
 # Forward sites one mechanical application visits at most (a kernel has a handful of loads).
 MAX_SITES = 12
+# A site's parameters as its pass found them (rewrite.Site.params, kept with a skill's rewrite):
+# what they are is the pass's own business (block sizes, names, code fragments, config tables),
+# so they stay open here; the materializer drops the ones the target cannot use and hands the
+# rest back to the same pass unchanged.
+SiteParams = Mapping[str, object]
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BUILTINS = set(dir(builtins))
 _KNOWN = {"tl", "triton", "torch", "math", "True", "False", "None", "min", "max", "int", "float"}
@@ -85,7 +91,7 @@ def _names_in(value: Any) -> set[str]:
     return out
 
 
-def adapt_params(params: dict[str, Any], target: str) -> tuple[dict[str, Any], list[str]]:
+def adapt_params(params: SiteParams, target: str) -> tuple[dict[str, Any], list[str]]:
     """The expert's parameters that make sense in `target`: a parameter whose code names
     something the target does not define (the expert's helper function, its constexpr names)
     is dropped, so the pass falls back to its default for the target. Returns the kept
@@ -112,7 +118,7 @@ def _same_site(a: Site, b: Site) -> bool:
     return a.function == b.function and a.params.get("name") == b.params.get("name")
 
 
-def mechanical(source: str, pass_name: str, params: dict[str, Any] | None = None) -> Materialized:
+def mechanical(source: str, pass_name: str, params: SiteParams | None = None) -> Materialized:
     """Apply a pass forward at every site it finds in `source` (bottom-up, so the indices of
     the sites still to visit stay valid), once each."""
     p: RewritePass | None = all_passes().get(pass_name)
