@@ -14,21 +14,19 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
-from klineage.bench.records import BenchRow
+from klineage.bench.records import BenchJob, BenchRow
 from klineage.errors import UsageError
 
-# One (problem, policy, seed) run's arguments (bench/run.py _job): plain JSON, because it is
-# pickled to a worker process or a Ray task; it never leaves the bench package.
-Job = dict[str, Any]
+Job = BenchJob
 
 
 def _failed(job: Job, error: str) -> BenchRow:
     """The row of a job whose worker died: the row says so, the bench goes on."""
     return BenchRow.model_validate(
         {
-            "problem": job["name"],
-            "policy": job["policy"],
-            "seed": job.get("seed"),
+            "problem": job.name,
+            "policy": job.policy,
+            "seed": job.seed,
             "success": False,
             "gate_calls": 0,
             "curve": [],
@@ -63,7 +61,7 @@ def _pin(slots: Any) -> None:
 
 
 def _run(fn: Callable[[Job], BenchRow], job: Job) -> BenchRow:
-    os.environ.update(job.get("env") or {})
+    os.environ.update(job.env)
     return fn(job)
 
 

@@ -25,6 +25,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from klineage.config import GateConfig
+
 SCHEMA = 1
 
 # The environment a row or a bench ran in (gate.records.Environment dumped, or {} for runs that
@@ -61,6 +63,32 @@ Text = Annotated[str | None, BeforeValidator(_text)]
 Flag = Annotated[bool | None, BeforeValidator(_flag)]
 # One point of a run's curve: (gate calls used, best speedup so far); point 0 is the start.
 CurvePoint = tuple[int, float]
+
+
+class BenchJob(BaseModel):
+    """One (problem, policy, seed) run's arguments (bench/run.py _job), pickled to a worker
+    process or a Ray task; never written to bench.json. Paths travel as text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str  # the row's problem name (heldout/gemv)
+    problem: str
+    naive: str
+    expert: str | None = None
+    policy: str
+    budget: int
+    device: str
+    db: str
+    regimes: list[str] = Field(default_factory=list)
+    seed: int = 0
+    config: GateConfig
+    llm: str | None = None
+    skills: str | None = None  # the knowledge files run_bench wrote for this job's policy
+    memory: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)  # KLINEAGE_* of the bench's process
+    # --set NAME=VALUE literals for this problem (numbers, strings, tuples...), as parse_set
+    # gives them; passed through to optimize's Settings and the gate unchanged.
+    overrides: dict[str, Any] = Field(default_factory=dict)
 
 
 class _Record(BaseModel):

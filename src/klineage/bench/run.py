@@ -23,7 +23,7 @@ from typing import Any
 
 from klineage.bench.executor import make_executor
 from klineage.bench.memory import Memory, build_memory
-from klineage.bench.records import SCHEMA, BenchFile, BenchRow, PolicySummary
+from klineage.bench.records import SCHEMA, BenchFile, BenchJob, BenchRow, PolicySummary
 from klineage.bench.suites import (
     BenchProblem,
     label,
@@ -45,7 +45,7 @@ SEEDED_POLICIES = ("random", "adaexplore", "accelopt")
 MEMORY_POLICIES = ("adaexplore", "accelopt")
 
 
-def run_job(job: dict[str, Any]) -> BenchRow:
+def run_job(job: BenchJob) -> BenchRow:
     """One optimize run (in a worker process; a GPU is pinned by the executor)."""
     from klineage.gate import run_gate
     from klineage.llm import get_backend
@@ -53,20 +53,21 @@ def run_job(job: dict[str, Any]) -> BenchRow:
     from klineage.store import open_store
 
     row: dict[str, Any] = {
-        "problem": job["name"],
-        "policy": job["policy"],
-        "seed": job["seed"],
+        "problem": job.name,
+        "policy": job.policy,
+        "seed": job.seed,
         "error": None,
     }
     try:
-        store = open_store(Path(job["db"]))
-        skills = read_json(Path(job["skills"])) if job.get("skills") else []
-        memory = Memory.load(Path(job["memory"])) if job.get("memory") else None
-        config = GateConfig.model_validate(job["config"])
-        llm = get_backend(job["llm"]) if job.get("llm") else None
-        settings = Settings(budget=job["budget"], regimes=job["regimes"], seed=job["seed"],
-                            overrides=job.get("overrides") or {})  # fmt: skip
-        s = optimize(job["problem"], job["naive"], store=store, skills=skills, device=job["device"], policy=job["policy"],
+        store = open_store(Path(job.db))
+        skills = read_json(Path(job.skills)) if job.skills else []
+        memory = Memory.load(Path(job.memory)) if job.memory else None
+        config = job.config
+        llm = get_backend(job.llm) if job.llm else None
+        settings = Settings(
+            budget=job.budget, regimes=job.regimes, seed=job.seed, overrides=dict(job.overrides)
+        )
+        s = optimize(job.problem, job.naive, store=store, skills=skills, device=job.device, policy=job.policy,
                      settings=settings, config=config, llm=llm, memory=memory)  # fmt: skip
     except KLineageError as e:
         row.update(success=False, error=str(e)[:500], gate_calls=0, curve=[], label="")
@@ -84,12 +85,12 @@ def run_job(job: dict[str, Any]) -> BenchRow:
         environment=s["environment"],
     )  # fmt: skip
     row["fraction_of_expert"] = None
-    if job.get("expert") and job["device"] == "cuda" and regimes:
+    if job.expert and job.device == "cuda" and regimes:
         from klineage.lineage.walk import candidate_file, kernel_ms
 
-        g = run_gate(job["problem"], candidate_file(Path(job["expert"]).read_text(encoding="utf-8")), device="cuda",
-                     regimes=job["regimes"] or None, config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}),
-                     overrides=job.get("overrides") or None)  # fmt: skip
+        g = run_gate(job.problem, candidate_file(Path(job.expert).read_text(encoding="utf-8")), device="cuda",
+                     regimes=job.regimes or None, config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}),
+                     overrides=dict(job.overrides) or None)  # fmt: skip
         ex = kernel_ms(g.model_dump(mode="json")) if g.accepted else {}
         fr = [ex[r] / v["best_ms"] for r, v in regimes.items() if r in ex and v.get("best_ms")]
         row["fraction_of_expert"] = geomean(fr)
@@ -284,14 +285,23 @@ def suite_overrides(
 
 def _job(bp: BenchProblem, policy: str, budget: int, device: str, db: Path, regimes: list[str], config: GateConfig,
          llm: str | None, seed: int, skills: dict[str, str], memory: dict[str, str],
-         overrides: Mapping[str, object] | None = None) -> dict[str, Any]:  # fmt: skip
+         overrides: Mapping[str, object] | None = None) -> BenchJob:  # fmt: skip
     regimes = regimes or bench_regimes(bp, device)
-    return {
-        "name": bp.name, "problem": str(bp.problem), "naive": str(bp.naive), "expert": str(bp.expert) if bp.expert else None,
-        "policy": policy, "budget": budget, "device": device, "db": str(db), "regimes": regimes, "seed": seed,
-        "config": config.model_dump(mode="json"), "llm": llm,
-        "skills": skills.get(bp.workload) if policy in SKILL_POLICIES else None,
-        "memory": memory.get(bp.workload) if policy in MEMORY_POLICIES else None,
-        "env": {k: v for k, v in os.environ.items() if k.startswith("KLINEAGE_")},
-        "overrides": dict(overrides or {}),
-    }  # fmt: skip
+    return BenchJob(
+        name=bp.name,
+        problem=str(bp.problem),
+        naive=str(bp.naive),
+        expert=str(bp.expert) if bp.expert else None,
+        policy=policy,
+        budget=budget,
+        device=device,
+        db=str(db),
+        regimes=regimes,
+        seed=seed,
+        config=config,
+        llm=llm,
+        skills=skills.get(bp.workload) if policy in SKILL_POLICIES else None,
+        memory=memory.get(bp.workload) if policy in MEMORY_POLICIES else None,
+        env={k: v for k, v in os.environ.items() if k.startswith("KLINEAGE_")},
+        overrides=dict(overrides or {}),
+    )
