@@ -240,15 +240,10 @@ def test_an_effect_on_a_regime_that_never_ran_the_changed_kernel_is_not_trusted(
     from klineage.skills.extract import exercised, trusted
     from klineage.skills.model import Effect
 
-    def gate(per: dict[str, list[str]]) -> dict:
-        return {
-            "stages": [
-                {
-                    "stage": "correctness",
-                    "regimes": [{"regime": r, "kernels": k} for r, k in per.items()],
-                }
-            ]
-        }
+    def gate(per: dict[str, list[str]]) -> dict[str, object]:
+        # A stored GateResult's correctness stage, as far as exercised() reads it.
+        regimes = [{"regime": r, "status": "passed", "kernels": k} for r, k in per.items()]
+        return {"stages": [{"stage": "correctness", "regimes": regimes}]}
 
     g = gate({"llama": ["_fused"], "long": ["_looped"]})
     assert exercised("_looped", "llama", g, g) is False

@@ -315,12 +315,34 @@ OverrideValue = int | float | bool | str | None | tuple[Any, ...] | list[Any]
 Overrides = dict[str, OverrideValue]
 
 
+def _stored_stage(gate: GateJSON, stage: Stage) -> Mapping[str, object] | None:
+    stages = gate.get("stages")
+    for s in stages if isinstance(stages, list) else []:
+        if isinstance(s, Mapping) and s.get("stage") == stage.value:
+            return s
+    return None
+
+
 def profile_rows(gate: GateResult | GateJSON) -> dict[str, ProfileRow]:
     """Per-regime timing of a GateResult, or of one stored as JSON (empty when not measured)."""
     if isinstance(gate, GateResult):
         return gate.profile_rows()
-    stages = gate.get("stages")
-    for stage in stages if isinstance(stages, list) else []:
-        if isinstance(stage, Mapping) and stage.get("stage") == Stage.PROFILE.value:
-            return StageNumbers.model_validate(stage.get("numbers") or {}).regimes
-    return {}
+    stage = _stored_stage(gate, Stage.PROFILE)
+    if stage is None:
+        return {}
+    return StageNumbers.model_validate(stage.get("numbers") or {}).regimes
+
+
+def regime_outcomes(
+    gate: GateResult | GateJSON | None, stage: Stage = Stage.CORRECTNESS
+) -> list[RegimeOutcome]:
+    """The regimes of one stage (correctness unless asked) of a GateResult, or of one stored as
+    JSON; empty when there is no verdict or that stage did not run."""
+    if gate is None:
+        return []
+    if isinstance(gate, GateResult):
+        found = gate.stage(stage)
+        return list(found.regimes) if found is not None else []
+    stored = _stored_stage(gate, stage)
+    rows = stored.get("regimes") if stored is not None else None
+    return [RegimeOutcome.model_validate(r) for r in rows] if isinstance(rows, list) else []

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
+from klineage.gate.records import GateJSON, Status, regime_outcomes
 from klineage.metrics import inverse, speedups
 from klineage.store import Store
 from klineage.store.db import LineageRow, StoreError
 
 
-def _held_regimes(gate: dict[str, Any] | None) -> list[str]:
-    for stage in (gate or {}).get("stages", []):
-        if stage["stage"] == "correctness":
-            return [r["regime"] for r in stage.get("regimes", []) if r["status"] == "passed"]
-    return []
+def _held_regimes(gate: GateJSON | None) -> list[str]:
+    return [r.regime for r in regime_outcomes(gate) if r.status is Status.PASSED]
 
 
 class StepJSON(TypedDict):

@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from klineage.gate.records import GateJSON, Status, regime_outcomes
 from klineage.metrics import PAYS_OFF, Speedup, inverse, speedups
 from klineage.rewrite import all_passes
 from klineage.skills.conditions import learn_threshold, regime_features
@@ -34,15 +35,12 @@ HARDWARE_CONDITIONS = {
 }
 
 
-def _regime_kernels(gate: dict[str, Any] | None) -> dict[str, set[str]]:
+def _regime_kernels(gate: GateJSON | None) -> dict[str, set[str]]:
     """The Triton kernels launched per regime, from the correctness stage (empty if unknown)."""
-    for stage in (gate or {}).get("stages", []):
-        if stage["stage"] == "correctness":
-            return {r["regime"]: set(r.get("kernels") or []) for r in stage.get("regimes", [])}
-    return {}
+    return {r.regime: set(r.kernels) for r in regime_outcomes(gate)}
 
 
-def exercised(function: str, regime: str, *gates: dict[str, Any] | None) -> bool | None:
+def exercised(function: str, regime: str, *gates: GateJSON | None) -> bool | None:
     """Whether a step that changed `function` ran that code on `regime`: known only when
     `function` is a kernel some regime launched (a launcher or an inner helper: None)."""
     per = [_regime_kernels(g) for g in gates]
@@ -52,15 +50,9 @@ def exercised(function: str, regime: str, *gates: dict[str, Any] | None) -> bool
     return any(function in d.get(regime, set()) for d in per)
 
 
-def _regime_dtypes(gate: dict[str, Any] | None) -> dict[str, str | None]:
-    for stage in (gate or {}).get("stages", []):
-        if stage["stage"] == "correctness":
-            return {
-                r["regime"]: r.get("dtype")
-                for r in stage.get("regimes", [])
-                if r["status"] == "passed"
-            }
-    return {}
+def _regime_dtypes(gate: GateJSON | None) -> dict[str, str | None]:
+    """The dtype of each regime the correctness stage passed."""
+    return {r.regime: r.dtype for r in regime_outcomes(gate) if r.status is Status.PASSED}
 
 
 def _diff(before: str, after: str, name: str) -> str:
