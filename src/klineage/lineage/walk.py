@@ -59,7 +59,7 @@ def lineage_id(
     policy: str,
     regimes: list[str],
     passes: list[str],
-    overrides: dict[str, Any] | None = None,
+    overrides: Overrides | None = None,
 ) -> str:
     key: list[Any] = [
         sha(problem_src),
@@ -118,7 +118,7 @@ def _order(
 class Walk:
     def __init__(self, store: Store, problem: Path, expert: Path, *, device: str, policy: str, max_steps: int, regimes: list[str],
                  config: GateConfig, passes: dict[str, RewritePass], on_event: EventCallback | None,
-                 overrides: dict[str, Any] | None = None) -> None:  # fmt: skip
+                 overrides: Overrides | None = None) -> None:  # fmt: skip
         self.store, self.problem, self.expert = store, problem, expert
         self.overrides = dict(overrides or {})
         self.device, self.policy, self.max_steps, self.regimes = device, policy, max_steps, regimes
