@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from klineage.gate.records import profile_rows, within_noise
+from klineage.gate.records import GateJSON, profile_rows, within_noise
 
 # What "pays off" means everywhere (skills, retrieval, the report): 5% or more.
 PAYS_OFF = 1.05
@@ -63,9 +62,7 @@ class Speedup:
         return "measured"
 
 
-def speedups(
-    base_gate: dict[str, Any] | None, new_gate: dict[str, Any] | None
-) -> dict[str, Speedup]:
+def speedups(base_gate: GateJSON | None, new_gate: GateJSON | None) -> dict[str, Speedup]:
     """Per regime timed in both: base / new. The side-by-side ratio of new_gate is used only
     when it was measured against base_gate's kernel (new_gate.base_sha is base_gate's
     candidate_sha), or when base_gate is None (against whatever base new_gate was timed
@@ -85,23 +82,50 @@ def speedups(
             and row.ratio_lo is not None
             and row.ratio_hi is not None
         ):
-            out[regime] = Speedup(regime, row.ratio, row.ratio_lo, row.ratio_hi, row.base_ms, row.kernel_ms,
-                                  True, row.launch_bound, row.basis)  # fmt: skip
+            out[regime] = Speedup(
+                regime,
+                row.ratio,
+                row.ratio_lo,
+                row.ratio_hi,
+                row.base_ms,
+                row.kernel_ms,
+                True,
+                row.launch_bound,
+                row.basis,
+            )
             continue
         b = base.get(regime)
         if b is None or row.kernel_ms <= 0 or b.basis != row.basis:
             continue
         lo = b.kernel_p20_ms / max(row.kernel_p80_ms, 1e-12)
         hi = b.kernel_p80_ms / max(row.kernel_p20_ms, 1e-12)
-        out[regime] = Speedup(regime, b.kernel_ms / row.kernel_ms, min(lo, hi), max(lo, hi), b.kernel_ms,
-                              row.kernel_ms, False, row.launch_bound or b.launch_bound, row.basis)  # fmt: skip
+        out[regime] = Speedup(
+            regime,
+            b.kernel_ms / row.kernel_ms,
+            min(lo, hi),
+            max(lo, hi),
+            b.kernel_ms,
+            row.kernel_ms,
+            False,
+            row.launch_bound or b.launch_bound,
+            row.basis,
+        )
     return out
 
 
 def inverse(s: Speedup) -> Speedup:
     """The same measurement read the other way (new / base)."""
-    return Speedup(s.regime, 1.0 / s.value, 1.0 / s.hi, 1.0 / s.lo, s.new_ms, s.base_ms,
-                   s.side_by_side, s.launch_bound, s.basis)  # fmt: skip
+    return Speedup(
+        s.regime,
+        1.0 / s.value,
+        1.0 / s.hi,
+        1.0 / s.lo,
+        s.new_ms,
+        s.base_ms,
+        s.side_by_side,
+        s.launch_bound,
+        s.basis,
+    )
 
 
 def geomean(xs: Iterable[float | None]) -> float | None:

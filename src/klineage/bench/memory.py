@@ -46,8 +46,10 @@ class FailureRule:
 
     @property
     def text(self) -> str:
-        return (f"You cannot add {self.pass_name} blindly: the gate rejected it {self.count} time(s) at "
-                f"{self.stage} ({self.example[:160]}).")  # fmt: skip
+        return (
+            f"You cannot add {self.pass_name} blindly: the gate rejected it {self.count} time(s) at "
+            f"{self.stage} ({self.example[:160]})."
+        )
 
 
 @dataclass
@@ -116,8 +118,15 @@ def build_memory(store: Store, workloads: set[str] | None = None, min_count: int
                 diff = "".join(
                     difflib.unified_diff(before.splitlines(True), t.candidate.splitlines(True), n=1)
                 )[:3000]
-                pairs.append(Pair(name, workload, float(t.speedup),
-                                  f"adding {name} to the {workload} kernel made it {t.speedup:.2f}x faster", diff))  # fmt: skip
+                pairs.append(
+                    Pair(
+                        name,
+                        workload,
+                        float(t.speedup),
+                        f"adding {name} to the {workload} kernel made it {t.speedup:.2f}x faster",
+                        diff,
+                    )
+                )
             if t.candidate_sha and t.candidate:
                 base[t.candidate_sha] = t.candidate
     rules = [FailureRule(p, s, len(m), m[0]) for (p, s), m in sorted(fails.items())]

@@ -67,30 +67,59 @@ def run_job(job: BenchJob) -> BenchRow:
         settings = Settings(
             budget=job.budget, regimes=job.regimes, seed=job.seed, overrides=dict(job.overrides)
         )
-        s = optimize(job.problem, job.naive, store=store, skills=skills, device=job.device, policy=job.policy,
-                     settings=settings, config=config, llm=llm, memory=memory)  # fmt: skip
+        s = optimize(
+            job.problem,
+            job.naive,
+            store=store,
+            skills=skills,
+            device=job.device,
+            policy=job.policy,
+            settings=settings,
+            config=config,
+            llm=llm,
+            memory=memory,
+        )
     except KLineageError as e:
         row.update(success=False, error=str(e)[:500], gate_calls=0, curve=[], label="")
         return BenchRow.model_validate(row)
     regimes = s["regimes"]
     row.update(
-        run_id=s["run_id"], success=True, label=s["label"], speedup=s["speedup"], gate_calls=s["gate_calls"],
-        curve=[list(x) for x in s["curve"]], calls_to_95=calls_to_95(s["curve"]) if s["measured"] else None,
-        stop_reason=s["stop_reason"], tokens=s["tokens"], regimes=regimes,
+        run_id=s["run_id"],
+        success=True,
+        label=s["label"],
+        speedup=s["speedup"],
+        gate_calls=s["gate_calls"],
+        curve=[list(x) for x in s["curve"]],
+        calls_to_95=calls_to_95(s["curve"]) if s["measured"] else None,
+        stop_reason=s["stop_reason"],
+        tokens=s["tokens"],
+        regimes=regimes,
         vs_eager=geomean([v["vs_eager"] for v in regimes.values()]),
         vs_compile=geomean([v["vs_compile"] for v in regimes.values()]),
         pct_of_floor=geomean([v["pct_of_floor"] for v in regimes.values()]),
-        applied=[{"label": a.get("label") or a["proposal"], "materializer": a["materializer"], "speedup": a.get("speedup"),
-                  "predicted": a.get("predicted")} for a in s["applied"]],
+        applied=[
+            {
+                "label": a.get("label") or a["proposal"],
+                "materializer": a["materializer"],
+                "speedup": a.get("speedup"),
+                "predicted": a.get("predicted"),
+            }
+            for a in s["applied"]
+        ],
         environment=s["environment"],
-    )  # fmt: skip
+    )
     row["fraction_of_expert"] = None
     if job.expert and job.device == "cuda" and regimes:
         from klineage.lineage.walk import candidate_file, kernel_ms
 
-        g = run_gate(job.problem, candidate_file(Path(job.expert).read_text(encoding="utf-8")), device="cuda",
-                     regimes=job.regimes or None, config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}),
-                     overrides=dict(job.overrides) or None)  # fmt: skip
+        g = run_gate(
+            job.problem,
+            candidate_file(Path(job.expert).read_text(encoding="utf-8")),
+            device="cuda",
+            regimes=job.regimes or None,
+            config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}),
+            overrides=dict(job.overrides) or None,
+        )
         ex = kernel_ms(g.model_dump(mode="json")) if g.accepted else {}
         fr = [ex[r] / v["best_ms"] for r, v in regimes.items() if r in ex and v.get("best_ms")]
         row["fraction_of_expert"] = geomean(fr)
@@ -118,13 +147,15 @@ def summarize(rows: list[BenchRow], policies: list[str]) -> dict[str, PolicySumm
             "runs": len(mine),
             "success_rate": sum(bool(r.success) for r in mine) / len(mine),
             # A failed run counts as no gain (1.0x), not as missing: failing is not free.
-            "geomean_speedup": geomean([r.speedup or 1.0 for r in mine]) if any(r.speedup for r in mine) else None,
+            "geomean_speedup": geomean([r.speedup or 1.0 for r in mine])
+            if any(r.speedup for r in mine)
+            else None,
             "geomean_vs_eager": geomean([r.vs_eager for r in mine]),
             "geomean_vs_compile": geomean([r.vs_compile for r in mine]),
             "geomean_fraction_of_expert": geomean([r.fraction_of_expert for r in mine]),
             "mean_calls_to_95": sum(c95) / len(c95) if c95 else None,
             "improved": sum(1 for v in per_problem.values() if (geomean(v) or 1.0) >= IMPROVED),
-        }  # fmt: skip
+        }
         if n_max:
             curves = [r.curve for r in mine]
             summary["anytime"] = anytime(curves, range(1, n_max + 1))
@@ -141,12 +172,28 @@ def _write(path: Path, bench: BenchFile) -> None:
 
 
 def run_bench(
-    suite: str, *, policies: list[str], budget: int, device: str, out: Path, db: Path, executor: str = "local",
-    address: str | None = None, workers: int | None = None, per_gpu: int = 1, problems: list[str] | None = None, regimes: list[str] | None = None,
-    config: GateConfig | None = None, llm: str | None = None, seed: int = 0, seeds: int = 1, skills_file: Path | None = None,
-    rollouts_db: Path | None = None, on_row: Callable[[BenchRow, int, int], None] | None = None,
+    suite: str,
+    *,
+    policies: list[str],
+    budget: int,
+    device: str,
+    out: Path,
+    db: Path,
+    executor: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
+    per_gpu: int = 1,
+    problems: list[str] | None = None,
+    regimes: list[str] | None = None,
+    config: GateConfig | None = None,
+    llm: str | None = None,
+    seed: int = 0,
+    seeds: int = 1,
+    skills_file: Path | None = None,
+    rollouts_db: Path | None = None,
+    on_row: Callable[[BenchRow, int, int], None] | None = None,
     overrides: Mapping[str, object] | None = None,
-) -> BenchFile:  # fmt: skip
+) -> BenchFile:
     from klineage.optimize.policies import policy_names
 
     known = policy_names()
@@ -216,10 +263,22 @@ def run_bench(
     ]
     created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     fields: dict[str, Any] = {
-        "schema": SCHEMA, "id": f"{label(suite)}-{device}-budget{budget}-{created[:16].replace(':', '')}", "suite": suite, "device": device, "budget": budget, "policies": policies, "seeds": seeds,
-        "executor": executor, "environment": {}, "created": created, "compile": config.profile_compile,
-        "rows": [], "summary": {}, "skills": [], "notes": sorted(set(notes)),
-    }  # fmt: skip
+        "schema": SCHEMA,
+        "id": f"{label(suite)}-{device}-budget{budget}-{created[:16].replace(':', '')}",
+        "suite": suite,
+        "device": device,
+        "budget": budget,
+        "policies": policies,
+        "seeds": seeds,
+        "executor": executor,
+        "environment": {},
+        "created": created,
+        "compile": config.profile_compile,
+        "rows": [],
+        "summary": {},
+        "skills": [],
+        "notes": sorted(set(notes)),
+    }
     if skill_paths:
         first = next(iter(skill_paths.values()))
         fields["skills"] = (
@@ -275,17 +334,33 @@ def suite_overrides(
     names = {bp.name: set(assignable_globals(parse_source(bp.problem))) for bp in probs}
     unused = [k for k in overrides if not any(k in n for n in names.values())]
     if unused:
-        raise UsageError(f"--set {', '.join(unused)}: no problem of the suite assigns it at module level "
-                         f"({', '.join(str(bp.problem) for bp in probs[:3])}{', ...' if len(probs) > 3 else ''})")  # fmt: skip
+        raise UsageError(
+            f"--set {', '.join(unused)}: no problem of the suite assigns it at module level "
+            f"({', '.join(str(bp.problem) for bp in probs[:3])}{', ...' if len(probs) > 3 else ''})"
+        )
     per = {n: {k: v for k, v in overrides.items() if k in have} for n, have in names.items()}
-    notes = [f"--set {k}: not assigned by {', '.join(n for n, have in names.items() if k not in have)} (their own value kept)"
-             for k in overrides if any(k not in have for have in names.values())]  # fmt: skip
+    notes = [
+        f"--set {k}: not assigned by {', '.join(n for n, have in names.items() if k not in have)} (their own value kept)"
+        for k in overrides
+        if any(k not in have for have in names.values())
+    ]
     return per, notes
 
 
-def _job(bp: BenchProblem, policy: str, budget: int, device: str, db: Path, regimes: list[str], config: GateConfig,
-         llm: str | None, seed: int, skills: dict[str, str], memory: dict[str, str],
-         overrides: Mapping[str, object] | None = None) -> BenchJob:  # fmt: skip
+def _job(
+    bp: BenchProblem,
+    policy: str,
+    budget: int,
+    device: str,
+    db: Path,
+    regimes: list[str],
+    config: GateConfig,
+    llm: str | None,
+    seed: int,
+    skills: dict[str, str],
+    memory: dict[str, str],
+    overrides: Mapping[str, object] | None = None,
+) -> BenchJob:
     regimes = regimes or bench_regimes(bp, device)
     return BenchJob(
         name=bp.name,

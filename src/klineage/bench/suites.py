@@ -53,8 +53,15 @@ def folder_problems(folder: Path) -> list[BenchProblem]:
         start = next((d / n for n in START_NAMES if (d / n).exists()), None)
         if start is not None:
             expert = d / "expert.py"
-            out.append(BenchProblem(f"{folder.name}/{d.name}", d / "problem.py", start,
-                                    expert if expert.exists() else None, d.name))  # fmt: skip
+            out.append(
+                BenchProblem(
+                    f"{folder.name}/{d.name}",
+                    d / "problem.py",
+                    start,
+                    expert if expert.exists() else None,
+                    d.name,
+                )
+            )
     starts = {f.stem for f in folder.glob("*.py") if f.stem.endswith(START_SUFFIXES)}
     for f in sorted(folder.glob("*.py")):
         if f.stem in starts or f.name.startswith("_"):

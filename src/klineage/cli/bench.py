@@ -106,7 +106,7 @@ def bench(
     problems that assign NAME; the others keep theirs):
 
       klineage bench --suite kb/ --set batch_size=8 --set dim=300 --budget 2
-    """  # fmt: skip
+    """
     from klineage.bench import run_bench
     from klineage.store import default_db_path
 
@@ -140,13 +140,35 @@ def bench(
                 progress.update(task, total=total, completed=done)
                 sp = row.speedup
                 res = f"{sp:.2f}x" if sp else (row.label or "")
-                progress.console.print(f"  {row.problem:<42} {row.policy:<12} "
-                                       + (f"[red]{escape(row.error[:100])}[/]" if row.error else f"{res} in {row.gate_calls or 0} gate calls"))  # fmt: skip
+                progress.console.print(
+                    f"  {row.problem:<42} {row.policy:<12} "
+                    + (
+                        f"[red]{escape(row.error[:100])}[/]"
+                        if row.error
+                        else f"{res} in {row.gate_calls or 0} gate calls"
+                    )
+                )
 
-            result = run_bench(suite, policies=names, budget=budget, device=device, out=out, db=db or default_db_path(), executor=executor,
-                               address=address, workers=workers, per_gpu=per_gpu, problems=[p for p in problems.split(",") if p] or None,
-                               regimes=regime, config=config, llm=llm, seeds=seeds, rollouts_db=rollouts, on_row=on_row,
-                               overrides=parse_set(set_))  # fmt: skip
+            result = run_bench(
+                suite,
+                policies=names,
+                budget=budget,
+                device=device,
+                out=out,
+                db=db or default_db_path(),
+                executor=executor,
+                address=address,
+                workers=workers,
+                per_gpu=per_gpu,
+                problems=[p for p in problems.split(",") if p] or None,
+                regimes=regime,
+                config=config,
+                llm=llm,
+                seeds=seeds,
+                rollouts_db=rollouts,
+                on_row=on_row,
+                overrides=parse_set(set_),
+            )
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
@@ -169,10 +191,18 @@ def bench(
         table.add_column(col)
     f = lambda x, fmt: fmt.format(x) if x is not None else "–"  # noqa: E731
     for p, v in result.summary.items():
-        table.add_row(p, str(v.problems), f(v.success_rate, "{:.0%}"), str(v.improved), f(v.geomean_speedup, "{:.2f}x"),
-                      f(v.geomean_vs_eager, "{:.2f}x"), f(v.geomean_vs_compile, "{:.2f}x"),
-                      f(v.geomean_fraction_of_expert, "{:.0%}"), f(v.mean_calls_to_95, "{:.1f}"),
-                      f(v.anytime_mean, "{:.2f}x"))  # fmt: skip
+        table.add_row(
+            p,
+            str(v.problems),
+            f(v.success_rate, "{:.0%}"),
+            str(v.improved),
+            f(v.geomean_speedup, "{:.2f}x"),
+            f(v.geomean_vs_eager, "{:.2f}x"),
+            f(v.geomean_vs_compile, "{:.2f}x"),
+            f(v.geomean_fraction_of_expert, "{:.0%}"),
+            f(v.mean_calls_to_95, "{:.1f}"),
+            f(v.anytime_mean, "{:.2f}x"),
+        )
     console.print(table)
     for note in result.notes[:3]:
         console.print(f"[yellow]note:[/] {escape(note)}")

@@ -330,11 +330,20 @@ def problems_section(bench: BenchFile, applied: Callable[[list[AppliedStep]], st
 
 
 HEAD = (
-    ("policy", ""), ("success", ""), ("result", ""), ("speedup", ""),
-    ("seeds: min–max", "seed_spread"), ("vs eager", "vs_eager"), ("vs compile", "vs_compile"),
-    ("fraction of expert", "fraction_of_expert"), ("% of roofline floor", "pct_of_floor"),
-    ("gate calls", ""), ("calls to 95%", ""), ("applied", ""), ("stop reason", ""),
-)  # fmt: skip
+    ("policy", ""),
+    ("success", ""),
+    ("result", ""),
+    ("speedup", ""),
+    ("seeds: min–max", "seed_spread"),
+    ("vs eager", "vs_eager"),
+    ("vs compile", "vs_compile"),
+    ("fraction of expert", "fraction_of_expert"),
+    ("% of roofline floor", "pct_of_floor"),
+    ("gate calls", ""),
+    ("calls to 95%", ""),
+    ("applied", ""),
+    ("stop reason", ""),
+)
 # Columns left out of the folds when no run has them, with the reason said once above.
 OPTIONAL = ("seed_spread", "vs_eager", "vs_compile", "fraction_of_expert", "pct_of_floor")
 
