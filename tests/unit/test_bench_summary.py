@@ -8,7 +8,7 @@ import math
 import pytest
 
 from klineage.bench.records import BenchFile, BenchRow
-from klineage.bench.run import summarize
+from klineage.bench.summary import summarize
 from klineage.metrics import best_after, calls_to_95
 
 

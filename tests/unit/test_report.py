@@ -357,3 +357,17 @@ def test_old_h200_bench_files_load_typed_and_render() -> None:
     page = render_report(load_bench(results / "search-h200-2026-12-01-bench.json"))
     for sid in SECTIONS:
         assert f'<section id="{sid}">' in page
+
+
+def test_a_missing_summary_is_the_benchs_own() -> None:
+    """A policy without a summary in the file gets the one the bench would have written
+    (bench/summary.py), not a second definition of the geomeans in the report."""
+    from klineage.bench.summary import summarize
+    from klineage.report.verdict import policy_summary
+
+    b = BenchFile.model_validate(bench())
+    computed, marked = policy_summary(b, "random")
+    assert marked and computed == summarize(b.rows, ["random"])["random"]
+    given, marked = policy_summary(b, "klineage")
+    assert not marked and given.geomean_speedup == 2.12  # the producer's, as written
+    assert given.anytime_mean == summarize(b.rows, ["klineage"])["klineage"].anytime_mean

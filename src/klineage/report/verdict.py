@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from klineage.bench.records import BenchFile, BenchRow, PolicySummary
-from klineage.metrics import PAYS_OFF, anytime_mean, geomean
-from klineage.report.values import _mean, _policies, as_bench, row_number
+from klineage.bench.summary import summarize
+from klineage.metrics import PAYS_OFF, geomean
+from klineage.report.values import _policies, as_bench, row_number
 
 SUITE_NAMES = {"heldout": "held-out", "corpus": "corpus"}
 # The policy whose claim the headline states; the others are its baselines.
@@ -23,33 +24,16 @@ MAIN_POLICY = "klineage"
 
 
 def policy_summary(bench: BenchFile, policy: str) -> tuple[PolicySummary, bool]:
-    """The producer's summary for a policy, or one computed from the rows (second item True)."""
+    """The producer's summary for a policy, or one computed from the rows (second item True),
+    both by the bench's own summarize: the report recomputes no metric of its own. A summary
+    written before anytime_mean existed gets it the same way (over the bench's horizon)."""
     given = bench.summary.get(policy)
-    rows = [r for r in bench.rows if r.policy == policy]
+    computed = summarize(bench.rows, [policy]).get(policy, PolicySummary())
     if given is not None:
         if "anytime_mean" not in given.model_fields_set:  # written before the bench had it
-            given = given.model_copy(update={"anytime_mean": _anytime_mean(bench, rows)})
+            given = given.model_copy(update={"anytime_mean": computed.anytime_mean})
         return given, False
-
-    def vals(get: Callable[[BenchRow], float | None]) -> list[float]:
-        return [v for r in rows if r.success and (v := get(r)) is not None]
-
-    return PolicySummary(
-        problems=len({r.problem for r in rows}),
-        success_rate=_mean(1.0 if r.success else 0.0 for r in rows),
-        geomean_speedup=geomean(vals(lambda r: r.speedup)),
-        geomean_vs_eager=geomean(vals(lambda r: r.vs_eager)),
-        geomean_vs_compile=geomean(vals(lambda r: r.vs_compile)),
-        geomean_fraction_of_expert=geomean(vals(lambda r: r.fraction_of_expert)),
-        mean_calls_to_95=_mean(vals(lambda r: r.calls_to_95)),
-        anytime_mean=_anytime_mean(bench, rows),
-    ), True
-
-
-def _anytime_mean(bench: BenchFile, rows: list[BenchRow]) -> float | None:
-    """metrics.anytime_mean of these rows, over the bench's horizon (its longest curve)."""
-    n_max = max((x for r in bench.rows for x, _ in r.curve), default=0)
-    return anytime_mean([r.curve for r in rows], n_max)
+    return computed, True
 
 
 # --------------------------------------------------------------------------- seeds
