@@ -130,10 +130,14 @@ def write_pairs(out: Path, ops: list[str] | None = None) -> list[Path]:
         (folder / "expert.py").write_text(expert, encoding="utf-8")
         source = op_path(op).read_bytes()
         provenance = {
-            "library": "liger-kernel", "version": version, "module": f"liger_kernel/ops/{op}.py",
-            "sha256": hashlib.sha256(source).hexdigest(), "function": OPS[op].function,
-            "problem": f"klineage/{OPS[op].problem}", "cpu_interpreter": OPS[op].cpu,
-        }  # fmt: skip
+            "library": "liger-kernel",
+            "version": version,
+            "module": f"liger_kernel/ops/{op}.py",
+            "sha256": hashlib.sha256(source).hexdigest(),
+            "function": OPS[op].function,
+            "problem": f"klineage/{OPS[op].problem}",
+            "cpu_interpreter": OPS[op].cpu,
+        }
         (folder / "PROVENANCE.json").write_text(
             json.dumps(provenance, indent=1) + "\n", encoding="utf-8"
         )

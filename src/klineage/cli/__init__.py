@@ -28,8 +28,17 @@ __all__ = ["app", "console", "err_console", "main"]
 # `klineage --help` lists commands, then groups, in registration order; registration follows
 # import order, so the order help shows is set here (a command not listed here comes last).
 COMMANDS = (
-    "gate", "demo", "distill", "optimize", "bench", "report", "mcp", "passes", "examples", "version",
-)  # fmt: skip
+    "gate",
+    "demo",
+    "distill",
+    "optimize",
+    "bench",
+    "report",
+    "mcp",
+    "passes",
+    "examples",
+    "version",
+)
 GROUPS = ("lineage", "skills", "runs", "corpus")
 
 

@@ -65,8 +65,15 @@ def demo(
                     f"distill: {data['pass']} at {data['site'].split('@')[-1]}: {'kept' if data['accepted'] else 'not kept'}"
                 )
 
-        lid = run_distill(kernels / "problem.py", kernels / "expert.py", store=store, device="cpu", regimes=["tiny", "long_row"],
-                          config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}), on_event=on_event)  # fmt: skip
+        lid = run_distill(
+            kernels / "problem.py",
+            kernels / "expert.py",
+            store=store,
+            device="cpu",
+            regimes=["tiny", "long_row"],
+            config=config.model_copy(update={"profile_compile": False, "allow_suspicious": True}),
+            on_event=on_event,
+        )
     view = load_view(store, lid)
     render_lineage(view)
 
@@ -122,8 +129,16 @@ def demo(
                 )
                 status.update(f"optimize: trial {data['seq']} done")
 
-        summary = run_optimize(softmax / "problem.py", softmax / "naive.py", store=store, skills=library, device="cpu",
-                               settings=Settings(budget=3, regimes=["tiny_rows", "odd"]), config=config, on_event=on_trial)  # fmt: skip
+        summary = run_optimize(
+            softmax / "problem.py",
+            softmax / "naive.py",
+            store=store,
+            skills=library,
+            device="cpu",
+            settings=Settings(budget=3, regimes=["tiny_rows", "odd"]),
+            config=config,
+            on_event=on_trial,
+        )
     render_run(summary)
     ok = (
         verdicts == [True, False]

@@ -26,8 +26,10 @@ from klineage.gate.request import Event
 
 def render_lineage(view: Any) -> None:
     lin = view.lineage
-    console.print(f"[bold]lineage {lin.id}[/]  {escape(Path(lin.expert_path).name)} on {escape(Path(lin.problem_path).name)}, "
-                  f"device {lin.device}, policy {lin.policy}: [bold]{lin.status}[/] ({escape(lin.stop_reason)})")  # fmt: skip
+    console.print(
+        f"[bold]lineage {lin.id}[/]  {escape(Path(lin.expert_path).name)} on {escape(Path(lin.problem_path).name)}, "
+        f"device {lin.device}, policy {lin.policy}: [bold]{lin.status}[/] ({escape(lin.stop_reason)})"
+    )
     table = Table(
         title="expert -> simplest (each step removes one optimization)", title_justify="left"
     )
@@ -143,8 +145,17 @@ def distill(
         backend = connect(llm) if llm else None
         store = _open_store(db)
         names = [n for n in passes.split(",") if n] or None
-        walk = dict(store=store, device=device, policy=policy, max_steps=max_steps, regimes=regime, config=config,
-                    pass_names=names, llm=backend, overrides=overrides)  # fmt: skip
+        walk = dict(
+            store=store,
+            device=device,
+            policy=policy,
+            max_steps=max_steps,
+            regimes=regime,
+            config=config,
+            pass_names=names,
+            llm=backend,
+            overrides=overrides,
+        )
         if as_json:
             lid = run_distill(problem, expert, **walk)
         else:
@@ -191,8 +202,14 @@ def distill(
                             if data["accepted"]
                             else ("[red]rejected[/]" if data["applied"] else "[dim]n/a[/]")
                         )
-                        progress.console.print(f"  step {counts['step']:>2} {mark} {data['pass']} {escape(data['site'].split('@')[-1])}"
-                                               + ("" if data["accepted"] else f" [dim]{escape(data['message'][:120])}[/]"))  # fmt: skip
+                        progress.console.print(
+                            f"  step {counts['step']:>2} {mark} {data['pass']} {escape(data['site'].split('@')[-1])}"
+                            + (
+                                ""
+                                if data["accepted"]
+                                else f" [dim]{escape(data['message'][:120])}[/]"
+                            )
+                        )
                     elif kind == "accepted":
                         counts["accepted"] += 1
                     elif kind == "resume":
@@ -280,6 +297,19 @@ def lineage_list(db: DbOption = None) -> None:
     for col in ("id", "expert", "device", "policy", "status", "steps", "updated"):
         table.add_column(col)
     for lin in store.list_lineages():
-        table.add_row(lin.id, escape(str(Path(lin.expert_path).relative_to(Path.cwd()) if Path(lin.expert_path).is_relative_to(Path.cwd()) else lin.expert_path)),
-                      lin.device, lin.policy, f"{lin.status} ({lin.stop_reason})", str(len(store.nodes(lin.id)) - 1), lin.updated)  # fmt: skip
+        table.add_row(
+            lin.id,
+            escape(
+                str(
+                    Path(lin.expert_path).relative_to(Path.cwd())
+                    if Path(lin.expert_path).is_relative_to(Path.cwd())
+                    else lin.expert_path
+                )
+            ),
+            lin.device,
+            lin.policy,
+            f"{lin.status} ({lin.stop_reason})",
+            str(len(store.nodes(lin.id)) - 1),
+            lin.updated,
+        )
     console.print(table)

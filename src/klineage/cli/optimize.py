@@ -38,8 +38,13 @@ def render_run(summary: Mapping[str, Any]) -> None:
         for col in ("trial", "what", "how", "effect"):
             table.add_column(col, overflow="fold")
         for a in summary["applied"]:
-            eff = (f"{a['speedup']:.2f}x measured" if a.get("speedup") else
-                   f"{a['predicted']:.2f}x predicted, not measured" if a.get("predicted") else "")  # fmt: skip
+            eff = (
+                f"{a['speedup']:.2f}x measured"
+                if a.get("speedup")
+                else f"{a['predicted']:.2f}x predicted, not measured"
+                if a.get("predicted")
+                else ""
+            )
             table.add_row(
                 str(a["seq"]), escape(a.get("label") or a["proposal"]), a["materializer"], eff
             )
@@ -60,8 +65,15 @@ def render_run(summary: Mapping[str, Any]) -> None:
             table.add_column(col)
         for r, v in summary["regimes"].items():
             f = lambda x, fmt: fmt.format(x) if x is not None else "–"  # noqa: E731
-            table.add_row(r, f"{v['start_ms']:.4g}", f"{v['best_ms']:.4g}", f"{v['speedup']:.2f}x", f(v["vs_eager"], "{:.2f}x"),
-                          f(v["vs_compile"], "{:.2f}x"), f(v["pct_of_floor"], "{:.0f}%"))  # fmt: skip
+            table.add_row(
+                r,
+                f"{v['start_ms']:.4g}",
+                f"{v['best_ms']:.4g}",
+                f"{v['speedup']:.2f}x",
+                f(v["vs_eager"], "{:.2f}x"),
+                f(v["vs_compile"], "{:.2f}x"),
+                f(v["pct_of_floor"], "{:.0f}%"),
+            )
         console.print(table)
         console.print(
             f"geomean speedup over the starting kernel: [bold]{summary['speedup']:.2f}x[/] (measured)"
@@ -133,7 +145,7 @@ def optimize(
     gate or LLM calls). Example:
 
       klineage optimize src/klineage/kernels/softmax/problem.py src/klineage/kernels/softmax/naive.py --out fast.py
-    """  # fmt: skip
+    """
     from klineage.llm import connect
     from klineage.optimize import OptimizeRefused, Settings
     from klineage.optimize import optimize as run_optimize
@@ -145,8 +157,9 @@ def optimize(
         store, lib, label = _library(db, skills)
         if not as_json:
             console.print(f"{len(lib)} skills from {escape(label)}")
-        settings = Settings(budget=budget, margin=margin, max_tokens=max_tokens, regimes=regime,
-                            overrides=overrides)  # fmt: skip
+        settings = Settings(
+            budget=budget, margin=margin, max_tokens=max_tokens, regimes=regime, overrides=overrides
+        )
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -156,8 +169,15 @@ def optimize(
             TimeElapsedColumn,
         )
 
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err_console if as_json else console, transient=True) as progress:  # fmt: skip
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console if as_json else console,
+            transient=True,
+        ) as progress:
             task = progress.add_task("gating the starting kernel", total=budget)
 
             def on_event(kind: str, data: Event) -> None:
@@ -168,18 +188,38 @@ def optimize(
                     )
                 elif kind == "trial":
                     progress.advance(task, int(data["gated"]))
-                    mark = "[green]kept[/]" if data["kept"] else ("[yellow]correct[/]" if data["accepted"] else
-                            ("[red]rejected[/]" if data["gated"] else "[dim]n/a[/]"))  # fmt: skip
+                    mark = (
+                        "[green]kept[/]"
+                        if data["kept"]
+                        else (
+                            "[yellow]correct[/]"
+                            if data["accepted"]
+                            else ("[red]rejected[/]" if data["gated"] else "[dim]n/a[/]")
+                        )
+                    )
                     again = " [dim](replayed)[/]" if data["replayed"] else ""
-                    progress.console.print(f"  {data['seq']:>3} {mark} {data['materializer']:<10} {escape(data['label'][:70])}{again}"
-                                           f" [dim]{escape((data['message'] or '')[:110])}[/]")  # fmt: skip
+                    progress.console.print(
+                        f"  {data['seq']:>3} {mark} {data['materializer']:<10} {escape(data['label'][:70])}{again}"
+                        f" [dim]{escape((data['message'] or '')[:110])}[/]"
+                    )
                 elif kind == "resume":
                     progress.console.print(
                         f"resuming run {data['id']} ({data['trials']} trials stored)"
                     )
 
-            summary = run_optimize(problem, kernel, store=store, skills=lib, device=device, policy=policy, settings=settings,
-                                   config=config, llm=backend, fresh=fresh, on_event=on_event)  # fmt: skip
+            summary = run_optimize(
+                problem,
+                kernel,
+                store=store,
+                skills=lib,
+                device=device,
+                policy=policy,
+                settings=settings,
+                config=config,
+                llm=backend,
+                fresh=fresh,
+                on_event=on_event,
+            )
     except OptimizeRefused as e:
         err_console.print(f"[red]refused:[/] {escape(str(e))}")
         raise typer.Exit(1) from None
@@ -222,8 +262,15 @@ def runs_list(db: DbOption = None) -> None:
             if sm.get("speedup")
             else (sm.get("label") or r.stop_reason)
         )
-        table.add_row(r.id, escape(str(Path(r.kernel_path).relative_to(Path(r.kernel_path).parents[1]))), r.policy, r.device,
-                      r.status, str(sm.get("gate_calls", "")), escape(str(res)))  # fmt: skip
+        table.add_row(
+            r.id,
+            escape(str(Path(r.kernel_path).relative_to(Path(r.kernel_path).parents[1]))),
+            r.policy,
+            r.device,
+            r.status,
+            str(sm.get("gate_calls", "")),
+            escape(str(res)),
+        )
     console.print(table)
 
 
@@ -252,8 +299,16 @@ def runs_show(
         err_console.print(f"[red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
     if as_json:
-        print(json.dumps({"run": asdict(run), "trials": [{k: v for k, v in asdict(t).items() if k != "gate"} for t in trials]},
-                         indent=2, default=str))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "run": asdict(run),
+                    "trials": [{k: v for k, v in asdict(t).items() if k != "gate"} for t in trials],
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return
     table = Table(title=f"run {run.id}: {run.status} ({run.stop_reason})", title_justify="left")
     for col in ("#", "what", "how", "gated", "verdict", "message"):

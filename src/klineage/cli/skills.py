@@ -55,8 +55,10 @@ def skills_extract(
     if out is not None:
         out.write_text(to_json(skills), encoding="utf-8")
     measured = sum(1 for s in skills if any(e.measured for e in s.effects))
-    console.print(f"{len(skills)} skills extracted ({measured} with measured effects): {created} new in the library, {updated} merged into existing ones"
-                  + (f"; written to {out}" if out else ""))  # fmt: skip
+    console.print(
+        f"{len(skills)} skills extracted ({measured} with measured effects): {created} new in the library, {updated} merged into existing ones"
+        + (f"; written to {out}" if out else "")
+    )
 
 
 @skills_app.command("import")

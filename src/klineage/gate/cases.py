@@ -85,10 +85,13 @@ def _magnitude_ratio(want: list[Any], base: list[Any]) -> float:
 
     def absmax(values: list[Any]) -> float:
         return max(
-            (float(v.detach().abs().max()) for v in values
-             if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel()),
+            (
+                float(v.detach().abs().max())
+                for v in values
+                if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel()
+            ),
             default=0.0,
-        )  # fmt: skip
+        )
 
     b = absmax(base)
     return max(1.0, absmax(want) / b) if b > 0 else 1.0

@@ -136,11 +136,17 @@ class Checker:
         n = self.seen.calls
         out = self.harness.out / f"call-{n}.pt"
         reply = self.harness.request(
-            {"op": "call", "regime": regime.name, "init": str(self.inputs / regime.init),
-             "inputs": str(self.inputs / case.inputs), "buffer": case.buffer, "force_config": force,
-             "out": str(out)},
+            {
+                "op": "call",
+                "regime": regime.name,
+                "init": str(self.inputs / regime.init),
+                "inputs": str(self.inputs / case.inputs),
+                "buffer": case.buffer,
+                "force_config": force,
+                "out": str(out),
+            },
             CallReply,
-        )  # fmt: skip
+        )
         self.seen.calls += 1
         for name, k in reply.autotuners.items():
             self.seen.autotuners[name] = max(self.seen.autotuners.get(name, 0), k)
@@ -187,14 +193,20 @@ class Checker:
                 Stage.COMPILE, f"first call on regime {regime.name} stopped by a runtime guard"
             ), None
         if not reply.ok:
-            return failed(Stage.COMPILE, f"{self.where(reply)}first call on regime {regime.name}: {reply.error}"
-                          + self.source(reply)), None  # fmt: skip
+            return failed(
+                Stage.COMPILE,
+                f"{self.where(reply)}first call on regime {regime.name}: {reply.error}"
+                + self.source(reply),
+            ), None
         tuned = ", ".join(f"{k} ({v} configs)" for k, v in self.seen.autotuners.items())
         return StageResult(
-            stage=Stage.COMPILE, status=Status.PASSED, seconds=time.perf_counter() - t0,
-            message=f"{reply.launches} kernel launch(es) on first call" + (f"; autotuned: {tuned}" if tuned else ""),
+            stage=Stage.COMPILE,
+            status=Status.PASSED,
+            seconds=time.perf_counter() - t0,
+            message=f"{reply.launches} kernel launch(es) on first call"
+            + (f"; autotuned: {tuned}" if tuned else ""),
             numbers=StageNumbers(launches=reply.launches, autotune_configs=self.seen.passes),
-        ), reply  # fmt: skip
+        ), reply
 
     def _guarded(
         self, regime: RefRegime, case: RefCase, c: int, passes: int, reply: CallReply
@@ -217,9 +229,11 @@ class Checker:
     def regime(self, regime: RefRegime) -> RegimeOutcome:
         if self.req.device == "cpu" and regime.bf16_inputs:
             return RegimeOutcome(
-                regime=regime.name, status=Status.NOT_MEASURED, dtype=regime.dtype,
+                regime=regime.name,
+                status=Status.NOT_MEASURED,
+                dtype=regime.dtype,
                 message="not verified: bfloat16 is not computed correctly by the Triton interpreter on the CPU; run on a GPU",
-            )  # fmt: skip
+            )
         tol = self.tolerance_for(regime)
         max_abs = max_rel = 0.0
         by_float64: dict[str, Comparison] = {}  # case label -> a pass by a float64 criterion
@@ -264,11 +278,19 @@ class Checker:
                     )
                 want = self.expected.outputs(case)
                 if (
-                    case.buffer and previous is not None and tensors_equal(got, previous[0])
+                    case.buffer
+                    and previous is not None
+                    and tensors_equal(got, previous[0])
                     and not tensors_equal(want, previous[1])
-                ):  # fmt: skip
-                    return self._fail(regime, case, c, passes, reply,
-                                      "output unchanged although the inputs changed (output cached by input pointer or value?)")  # fmt: skip
+                ):
+                    return self._fail(
+                        regime,
+                        case,
+                        c,
+                        passes,
+                        reply,
+                        "output unchanged although the inputs changed (output cached by input pointer or value?)",
+                    )
                 cmp = self.compare(got, want, tol, case)
                 if not cmp.ok:
                     return self._fail(regime, case, c, passes, reply, cmp.message)
@@ -280,9 +302,13 @@ class Checker:
             c += 1
             passes = max(passes, self.seen.passes)  # an autotuned kernel first seen here
         if skipped and len(skipped) == passes:
-            return RegimeOutcome(regime=regime.name, status=Status.FAILED, dtype=regime.dtype,
-                                 message="no autotune config can launch here: " + "; ".join(skipped),
-                                 configs_checked=passes)  # fmt: skip
+            return RegimeOutcome(
+                regime=regime.name,
+                status=Status.FAILED,
+                dtype=regime.dtype,
+                message="no autotune config can launch here: " + "; ".join(skipped),
+                configs_checked=passes,
+            )
         beyond = sum(1 for case in regime.cases if case.kind != "get_inputs")
         msg = f"{len(regime.cases) - beyond} trials passed"
         if beyond:
@@ -295,14 +321,23 @@ class Checker:
         if by_float64:  # the loosest criterion that decided a case, and what it measured
             loosest = max(by_float64.values(), key=lambda c: c.criterion == TORCH_ERROR)
             criterion = loosest.criterion
-            msg += (f"; {len(by_float64)} case(s) beyond tolerance of the reference's own output "
-                    f"passed against its float64 evaluation ({', '.join(by_float64)}): {loosest.note}")  # fmt: skip
+            msg += (
+                f"; {len(by_float64)} case(s) beyond tolerance of the reference's own output "
+                f"passed against its float64 evaluation ({', '.join(by_float64)}): {loosest.note}"
+            )
         return RegimeOutcome(
-            regime=regime.name, status=Status.PASSED, message=msg, trials=len(regime.cases) - beyond,
-            dtype=regime.dtype, max_abs_err=max_abs, max_rel_err=max_rel,
+            regime=regime.name,
+            status=Status.PASSED,
+            message=msg,
+            trials=len(regime.cases) - beyond,
+            dtype=regime.dtype,
+            max_abs_err=max_abs,
+            max_rel_err=max_rel,
             tolerance=tol(regime.dtype) if regime.dtype else None,
-            configs_checked=passes - len(skipped), kernels=sorted(kernels), criterion=criterion,
-        )  # fmt: skip
+            configs_checked=passes - len(skipped),
+            kernels=sorted(kernels),
+            criterion=criterion,
+        )
 
     def _fail(
         self, regime: RefRegime, case: RefCase, c: int, passes: int, reply: CallReply, msg: str
@@ -313,8 +348,14 @@ class Checker:
             forced = "; ".join(f"{k}: {v}" for k, v in reply.forced.items())
             msg = f"autotune config {c + 1}/{passes} ({forced}), {msg}"
         trials = next((i + 1 for i, k in enumerate(regime.cases) if k is case), 1)
-        return RegimeOutcome(regime=regime.name, status=Status.FAILED, message=msg, trials=trials,
-                             dtype=regime.dtype, configs_checked=c + 1)  # fmt: skip
+        return RegimeOutcome(
+            regime=regime.name,
+            status=Status.FAILED,
+            message=msg,
+            trials=trials,
+            dtype=regime.dtype,
+            configs_checked=c + 1,
+        )
 
     def late_calls(self, regimes: list[RefRegime]) -> str | None:
         """Calls at indices the candidate cannot know: behaviour that changes after N calls."""
@@ -347,15 +388,23 @@ class Checker:
     def device_kernels(self, regime: RefRegime) -> str | None:
         """None if every device kernel of one forward is the candidate's Triton code or a copy."""
         reply = self.harness.request(
-            {"op": "kernels", "regime": regime.name, "init": str(self.inputs / regime.init),
-             "inputs": str(self.inputs / regime.cases[0].inputs)},
+            {
+                "op": "kernels",
+                "regime": regime.name,
+                "init": str(self.inputs / regime.init),
+                "inputs": str(self.inputs / regime.cases[0].inputs),
+            },
             KernelsReply,
-        )  # fmt: skip
+        )
         if not reply.ok:
             return f"listing the device kernels failed: {reply.error}"
         ours = set(reply.launched) | self.seen.kernels
-        foreign = [k for k in reply.device_kernels
-                   if not ALLOWED_DEVICE_KERNELS.search(k) and not any(k == n or k.startswith(n) for n in ours)]  # fmt: skip
+        foreign = [
+            k
+            for k in reply.device_kernels
+            if not ALLOWED_DEVICE_KERNELS.search(k)
+            and not any(k == n or k.startswith(n) for n in ours)
+        ]
         if foreign:
             return f"device kernels that are not the candidate's Triton code ran: {', '.join(foreign[:5])}"
         return None
@@ -366,11 +415,16 @@ class Checker:
         cases = regime.cases
         outs = [str(self.harness.out / f"replay-{regime.name}-{i}.pt") for i in range(len(cases))]
         reply = self.harness.request(
-            {"op": "graph_check", "regime": regime.name, "init": str(self.inputs / regime.init),
-             "inputs": [str(self.inputs / cases[0].inputs)] + [str(self.inputs / c.inputs) for c in cases],
-             "outs": outs},
+            {
+                "op": "graph_check",
+                "regime": regime.name,
+                "init": str(self.inputs / regime.init),
+                "inputs": [str(self.inputs / cases[0].inputs)]
+                + [str(self.inputs / c.inputs) for c in cases],
+                "outs": outs,
+            },
             GraphReply,
-        )  # fmt: skip
+        )
         if reply.capture_failed:
             self.seen.not_replayed.append(f"{regime.name} (capture failed: {reply.error})")
             return None

@@ -125,8 +125,10 @@ def _against_float64(
     torch_err = float((w - r).abs_().max())  # PyTorch's own error at the output's dtype
     worst = float(err.max())
     if bool(((err <= bound) | near_ref).all()):
-        note = (f"within tolerance {tol:g} of the float64 evaluation (max abs err {worst:.3g}; "
-                f"PyTorch's own {dtype} error {torch_err:.3g})")  # fmt: skip
+        note = (
+            f"within tolerance {tol:g} of the float64 evaluation (max abs err {worst:.3g}; "
+            f"PyTorch's own {dtype} error {torch_err:.3g})"
+        )
         return Comparison(True, "", max_abs, max_rel, FLOAT64, f"{label}: {note}")
     # PyTorch's error is a rounding error only while it is small against the output itself; a
     # larger one means the float64 path computes something else (a rounding or a comparison
@@ -135,15 +137,19 @@ def _against_float64(
     if rounding and dtype == "float32":
         bound.add_(TORCH_ERROR_FACTOR * torch_err)
         if bool(((err <= bound) | near_ref).all()):
-            note = (f"within {TORCH_ERROR_FACTOR:g}x of PyTorch's own {dtype} error against "
-                    f"float64 (max {worst:.3g} vs {torch_err:.3g}), plus tolerance {tol:g}")  # fmt: skip
+            note = (
+                f"within {TORCH_ERROR_FACTOR:g}x of PyTorch's own {dtype} error against "
+                f"float64 (max {worst:.3g} vs {torch_err:.3g}), plus tolerance {tol:g}"
+            )
             return Comparison(True, "", max_abs, max_rel, TORCH_ERROR, f"{label}: {note}")
         allowed = f"tolerance {tol:g} + {TORCH_ERROR_FACTOR:g}x PyTorch's own {dtype} error {torch_err:.3g}"
     elif dtype != "float32":
         allowed = f"tolerance {tol:g}; a multiple of PyTorch's own error is a margin for float32 outputs only"
     else:
-        allowed = (f"tolerance {tol:g}; PyTorch's own {dtype} error against it, {torch_err:.3g}, "
-                   "is more than a rounding error and is not a margin")  # fmt: skip
+        allowed = (
+            f"tolerance {tol:g}; PyTorch's own {dtype} error against it, {torch_err:.3g}, "
+            "is more than a rounding error and is not a margin"
+        )
     excess = (err - bound).masked_fill_(near_ref, -math.inf)  # beyond both, worst by float64
     i = int(excess.argmax())
     n = int((excess > 0).sum())
@@ -222,8 +228,19 @@ def compare_tensor(
     if callable(exact) and not bool((g_bad | w_bad).any()):
         exact = exact()
     if isinstance(exact, torch.Tensor) and not bool((g_bad | w_bad).any()):
-        verdict = _against_float64(g, w, exact, tol, atol_scale, label, got.shape,
-                                   dtype_name(got.dtype), max_abs, max_rel, excess <= 0)  # fmt: skip
+        verdict = _against_float64(
+            g,
+            w,
+            exact,
+            tol,
+            atol_scale,
+            label,
+            got.shape,
+            dtype_name(got.dtype),
+            max_abs,
+            max_rel,
+            excess <= 0,
+        )
         if isinstance(verdict, Comparison):
             return verdict
         no_exact = verdict
@@ -247,9 +264,11 @@ def everything_off(bad: int, total: int) -> str:
     with nothing else to say why (both Models are built after the same seed)."""
     if total < 8 or bad < 0.9 * total:
         return ""
-    return ("; nearly every element is off: a wrong formula, or, if the Model has weights, ModelNew "
-            "creating its parameters in another order or shape than Model (both are built after "
-            "the same seed, so the same order gets the same values)")  # fmt: skip
+    return (
+        "; nearly every element is off: a wrong formula, or, if the Model has weights, ModelNew "
+        "creating its parameters in another order or shape than Model (both are built after "
+        "the same seed, so the same order gets the same values)"
+    )
 
 
 def compare_outputs(
@@ -292,9 +311,13 @@ def compare_outputs(
             return c
         loosest = c if _RANK[c.criterion] > _RANK[worst.criterion] else worst
         worst = Comparison(
-            True, "", max(worst.max_abs_err, c.max_abs_err), max(worst.max_rel_err, c.max_rel_err),
-            loosest.criterion, loosest.note,
-        )  # fmt: skip
+            True,
+            "",
+            max(worst.max_abs_err, c.max_abs_err),
+            max(worst.max_rel_err, c.max_rel_err),
+            loosest.criterion,
+            loosest.note,
+        )
     return worst
 
 

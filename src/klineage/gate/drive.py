@@ -65,13 +65,21 @@ def _reference_cases(req: GateRequest, cache_root: Path | None) -> tuple[Any, st
     if cache_root is None:
         return None, ""
     cfg = req.config
-    key = cache_key({
-        "problem": Path(req.problem).read_text(encoding="utf-8"), "regimes": req.regimes,
-        "overrides": req.overrides, "device": req.device, "seed": cfg.seed, "trials": cfg.trials,
-        "timing": [cfg.timing_rounds, cfg.timing_samples], "spin_up_ms": cfg.spin_up_ms,
-        "profile_compile": cfg.profile_compile, "env": environment_fingerprint(req.device),
-        "gate": GATE_PROTOCOL,
-    })  # fmt: skip
+    key = cache_key(
+        {
+            "problem": Path(req.problem).read_text(encoding="utf-8"),
+            "regimes": req.regimes,
+            "overrides": req.overrides,
+            "device": req.device,
+            "seed": cfg.seed,
+            "trials": cfg.trials,
+            "timing": [cfg.timing_rounds, cfg.timing_samples],
+            "spin_up_ms": cfg.spin_up_ms,
+            "profile_compile": cfg.profile_compile,
+            "env": environment_fingerprint(req.device),
+            "gate": GATE_PROTOCOL,
+        }
+    )
     return ReferenceCache(cache_root), key
 
 
@@ -142,9 +150,14 @@ def drive(
     event("start", stage=Stage.LOAD.value, detail="reference")
     t_load = time.perf_counter()
     ref_req = RefRequest(
-        problem=req.problem, device=req.device, regimes=req.regimes, overrides=req.overrides,
-        config=req.config, secret=secret, time_reference=req.device == "cuda",
-    )  # fmt: skip
+        problem=req.problem,
+        device=req.device,
+        regimes=req.regimes,
+        overrides=req.overrides,
+        config=req.config,
+        secret=secret,
+        time_reference=req.device == "cuda",
+    )
     cases, cases_key = _reference_cases(req, cache_root)
     if cases is not None:  # cached cases yield to a live call before it waits for the disk
         cases.make_room(START_FREE_BYTES, workdir, keep=cases_key)
@@ -254,8 +267,11 @@ def drive(
         and stages.get(Stage.CORRECTNESS)
         and stages[Stage.CORRECTNESS].status is Status.PASSED
     ):
-        stages[Stage.PROFILE] = StageResult(stage=Stage.PROFILE, status=Status.NOT_MEASURED,
-                                            message="no GPU: timing not measured, and never estimated")  # fmt: skip
+        stages[Stage.PROFILE] = StageResult(
+            stage=Stage.PROFILE,
+            status=Status.NOT_MEASURED,
+            message="no GPU: timing not measured, and never estimated",
+        )
     verdict = _done(req, stages, manifest, isolation, checker, assemble)
     waited = clock.waited + ref_clock.waited + disk_wait
     exclusive = clock.waited_exclusive + ref_clock.waited_exclusive
@@ -264,15 +280,32 @@ def drive(
     )
 
 
-def _done(req: GateRequest, stages: dict[Stage, StageResult], manifest: RefManifest, isolation: str,
-          checker: Checker, assemble: Callable[..., GateResult]) -> GateResult:  # fmt: skip
-    return assemble(req, stages, environment=manifest.environment, regimes=[r.name for r in manifest.regimes],
-                    isolation=isolation, calls=checker.seen.calls)  # fmt: skip
+def _done(
+    req: GateRequest,
+    stages: dict[Stage, StageResult],
+    manifest: RefManifest,
+    isolation: str,
+    checker: Checker,
+    assemble: Callable[..., GateResult],
+) -> GateResult:
+    return assemble(
+        req,
+        stages,
+        environment=manifest.environment,
+        regimes=[r.name for r in manifest.regimes],
+        isolation=isolation,
+        calls=checker.seen.calls,
+    )
 
 
-def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
-                 stages: dict[Stage, StageResult], event: Callable[..., None],
-                 lock: GpuLock) -> None:  # fmt: skip
+def _correctness(
+    req: GateRequest,
+    manifest: RefManifest,
+    checker: Checker,
+    stages: dict[Stage, StageResult],
+    event: Callable[..., None],
+    lock: GpuLock,
+) -> None:
     """The correctness stage; the GPU lock is taken shared per regime and released between
     them, so a gate call waiting to time gets in between (a candidate checked under every
     config of a large autotune table holds a regime for many seconds). The stage's `seconds`
@@ -282,8 +315,14 @@ def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
     for regime in manifest.regimes:
         event("progress", detail=f"correctness {regime.name}")
         with lock.held(LockMode.SHARED):
-            outcomes.append(checker.regime(regime).model_copy(
-                update={"input_shapes": regime.input_shapes, "input_dtypes": regime.input_dtypes}))  # fmt: skip
+            outcomes.append(
+                checker.regime(regime).model_copy(
+                    update={
+                        "input_shapes": regime.input_shapes,
+                        "input_dtypes": regime.input_dtypes,
+                    }
+                )
+            )
         if checker.seen.fatal:
             break
     verified = [o for o in outcomes if o.status is Status.PASSED]
@@ -318,8 +357,13 @@ def _correctness(req: GateRequest, manifest: RefManifest, checker: Checker,
         msg += f"; stopped after a fatal device error: {checker.seen.fatal}"
         status = Status.FAILED
     waited = (lock.clock.waited if lock.clock else 0.0) - waited0
-    stages[Stage.CORRECTNESS] = StageResult(stage=Stage.CORRECTNESS, status=status, message=msg, regimes=outcomes,
-                                            seconds=time.perf_counter() - t0 - waited)  # fmt: skip
+    stages[Stage.CORRECTNESS] = StageResult(
+        stage=Stage.CORRECTNESS,
+        status=status,
+        message=msg,
+        regimes=outcomes,
+        seconds=time.perf_counter() - t0 - waited,
+    )
 
 
 def _base_side(req: GateRequest, workdir: Path, inputs: Path) -> tuple[Any, Any, str | None]:
@@ -342,14 +386,24 @@ def _base_side(req: GateRequest, workdir: Path, inputs: Path) -> tuple[Any, Any,
     return harness, Side(harness, inputs), None
 
 
-def _profile_and_replay(req: GateRequest, manifest: RefManifest, checker: Checker,
-                        stages: dict[Stage, StageResult], event: Callable[..., None],
-                        inputs: Path, base: Any, why_not: str | None) -> None:  # fmt: skip
+def _profile_and_replay(
+    req: GateRequest,
+    manifest: RefManifest,
+    checker: Checker,
+    stages: dict[Stage, StageResult],
+    event: Callable[..., None],
+    inputs: Path,
+    base: Any,
+    why_not: str | None,
+) -> None:
     from klineage.gate.profile import Side, profile_stage
 
     correctness = stages[Stage.CORRECTNESS]
-    verified: list[RefRegime] = [r for r in manifest.regimes
-                                 if any(o.regime == r.name and o.status is Status.PASSED for o in correctness.regimes)]  # fmt: skip
+    verified: list[RefRegime] = [
+        r
+        for r in manifest.regimes
+        if any(o.regime == r.name and o.status is Status.PASSED for o in correctness.regimes)
+    ]
     for regime in verified:
         event("progress", detail=f"device kernels {regime.name}")
         why = checker.device_kernels(regime)
@@ -358,8 +412,15 @@ def _profile_and_replay(req: GateRequest, manifest: RefManifest, checker: Checke
             return
     if base is not None:  # the base's clock runs from its first timing, not from its load
         base.harness.clock.start = time.monotonic()
-    profiled = profile_stage(req, verified, Side(checker.harness, inputs), event,
-                             base=base, launch_ms=manifest.launch_ms, table=checker.seen.passes)  # fmt: skip
+    profiled = profile_stage(
+        req,
+        verified,
+        Side(checker.harness, inputs),
+        event,
+        base=base,
+        launch_ms=manifest.launch_ms,
+        table=checker.seen.passes,
+    )
     if why_not:
         note = f"; base {req.base} not timed: {why_not}"
         profiled = profiled.model_copy(update={"message": profiled.message + note})

@@ -77,8 +77,9 @@ class GpuLock(_Holds):
     makes every method a no-op. `close()` releases and closes the files; so does the end of the
     process."""
 
-    def __init__(self, clock: Clock | None = None, *, active: bool = True,
-                 directory: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, clock: Clock | None = None, *, active: bool = True, directory: Path | None = None
+    ) -> None:
         self.clock = clock
         self.active = active
         self.directory = directory

@@ -127,14 +127,22 @@ class Harness:
             spec.loader.exec_module(module)
         except SystemExit as e:
             line, text = _line_in(self.path, e)
-            return {"ok": False, "error": f"exits while being imported (SystemExit {e.code})",
-                    "line": line, "source_line": text,
-                    "expected": "a module that defines classes and functions without exiting"}  # fmt: skip
+            return {
+                "ok": False,
+                "error": f"exits while being imported (SystemExit {e.code})",
+                "line": line,
+                "source_line": text,
+                "expected": "a module that defines classes and functions without exiting",
+            }
         except BaseException as e:
             line, text = _line_in(self.path, e)
-            return {"ok": False, "error": f"{type(e).__name__} while importing: {e}",
-                    "line": line, "source_line": text,
-                    "expected": "a module that imports without error"}  # fmt: skip
+            return {
+                "ok": False,
+                "error": f"{type(e).__name__} while importing: {e}",
+                "line": line,
+                "source_line": text,
+                "expected": "a module that imports without error",
+            }
         import inspect
 
         import torch.nn as nn
@@ -144,11 +152,19 @@ class Harness:
             defined = sorted(
                 n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == name
             )
-            return {"ok": False, "error": f"no class ModelNew defined (classes here: {', '.join(defined) or 'none'})",
-                    "line": None, "expected": "class ModelNew(nn.Module) at module level"}  # fmt: skip
+            return {
+                "ok": False,
+                "error": f"no class ModelNew defined (classes here: {', '.join(defined) or 'none'})",
+                "line": None,
+                "expected": "class ModelNew(nn.Module) at module level",
+            }
         if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
-            return {"ok": False, "error": f"ModelNew is {type(cls).__name__}, not an nn.Module subclass",
-                    "line": None, "expected": "class ModelNew(nn.Module)"}  # fmt: skip
+            return {
+                "ok": False,
+                "error": f"ModelNew is {type(cls).__name__}, not an nn.Module subclass",
+                "line": None,
+                "expected": "class ModelNew(nn.Module)",
+            }
         self.model_cls = cls
         return {"ok": True}
 
@@ -167,10 +183,11 @@ class Harness:
                 except Exception:
                     line = None
                 raise CandidateInitError(
-                    f"ModelNew(*get_init_inputs()) failed: {e}", line,
+                    f"ModelNew(*get_init_inputs()) failed: {e}",
+                    line,
                     f"ModelNew.__init__ to accept the problem's init inputs ({len(init)} positional: "
                     f"{', '.join(type(v).__name__ for v in init) or 'none'})",
-                ) from e  # fmt: skip
+                ) from e
             self.models[regime] = m.to(self.device).eval()
         return self.models[regime]
 
@@ -265,9 +282,18 @@ class Harness:
                 or "device-side assert" in text
             )
             line, source_line = _line_in(self.path, e)
-            return {**reply, "ok": False, "error": short_error(e), "skip": skip, "fatal": fatal,
-                    "line": line, "source_line": source_line, "violations": list(STATE.violations),
-                    "forced": dict(STATE.forced), "autotuners": dict(STATE.autotuners)}  # fmt: skip
+            return {
+                **reply,
+                "ok": False,
+                "error": short_error(e),
+                "skip": skip,
+                "fatal": fatal,
+                "line": line,
+                "source_line": source_line,
+                "violations": list(STATE.violations),
+                "forced": dict(STATE.forced),
+                "autotuners": dict(STATE.autotuners),
+            }
         finally:
             STATE.force_config = None
         seconds = time.perf_counter() - t0
@@ -292,9 +318,17 @@ class Harness:
                 mutated = i
                 break
         torch.save({"outputs": saved, "tuple": isinstance(out, list | tuple)}, cmd["out"])
-        return {**reply, "ok": True, "launches": STATE.launches, "kernels": sorted(STATE.kernels),
-                "violations": list(STATE.violations), "autotuners": dict(STATE.autotuners),
-                "forced": dict(STATE.forced), "mutated": mutated, "seconds": seconds}  # fmt: skip
+        return {
+            **reply,
+            "ok": True,
+            "launches": STATE.launches,
+            "kernels": sorted(STATE.kernels),
+            "violations": list(STATE.violations),
+            "autotuners": dict(STATE.autotuners),
+            "forced": dict(STATE.forced),
+            "mutated": mutated,
+            "seconds": seconds,
+        }
 
     # GPU: graph replay check and timing -------------------------------------------------------
     def graph_check(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -305,8 +339,10 @@ class Harness:
 
         regime = cmd["regime"]
         model = self.model(regime, cmd["init"])
-        static = [v.to(self.device) if isinstance(v, torch.Tensor) else v
-                  for v in torch.load(cmd["inputs"][0], weights_only=True)["inputs"]]  # fmt: skip
+        static = [
+            v.to(self.device) if isinstance(v, torch.Tensor) else v
+            for v in torch.load(cmd["inputs"][0], weights_only=True)["inputs"]
+        ]
         with torch.no_grad():
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
@@ -335,8 +371,16 @@ class Harness:
                     dst.copy_(src.to(self.device))
             graph.replay()
             torch.cuda.synchronize()
-            torch.save({"outputs": [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o for o in outs],
-                        "tuple": isinstance(out, list | tuple)}, dest)  # fmt: skip
+            torch.save(
+                {
+                    "outputs": [
+                        o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o
+                        for o in outs
+                    ],
+                    "tuple": isinstance(out, list | tuple),
+                },
+                dest,
+            )
             files.append(dest)
         self.graphs[regime] = (graph, static)
         return {"id": cmd["id"], "ok": True, "outs": files}
@@ -347,8 +391,10 @@ class Harness:
         from torch.profiler import ProfilerActivity, profile
 
         model = self.model(cmd["regime"], cmd["init"])
-        values = [v.to(self.device) if isinstance(v, torch.Tensor) else v
-                  for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]]  # fmt: skip
+        values = [
+            v.to(self.device) if isinstance(v, torch.Tensor) else v
+            for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]
+        ]
         with torch.no_grad():
             model(*values)
             torch.cuda.synchronize()
@@ -387,8 +433,10 @@ class Harness:
             if timer is None:
                 sets = self.input_sets.get(regime)
                 if sets is None:
-                    values = [v.to(self.device) if isinstance(v, torch.Tensor) else v
-                              for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]]  # fmt: skip
+                    values = [
+                        v.to(self.device) if isinstance(v, torch.Tensor) else v
+                        for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]
+                    ]
                     sets = self.input_sets[regime] = DEVTIME.input_sets(values, DEVTIME.l2_bytes())
                 timer = DEVTIME.Timer(self.model(regime, cmd["init"]), sets[0], sets=sets)
                 if cmd.get("keep", True):
@@ -397,9 +445,16 @@ class Harness:
             device, host = timer.device_samples(n), timer.host_samples(n)
         finally:
             STATE.force_config = None
-        return {"id": cmd["id"], "ok": True, "device": device, "host": host,
-                "capture_error": timer.capture_error, "sets": timer.calls,
-                "picked": dict(STATE.picked), "forced": dict(STATE.forced)}  # fmt: skip
+        return {
+            "id": cmd["id"],
+            "ok": True,
+            "device": device,
+            "host": host,
+            "capture_error": timer.capture_error,
+            "sets": timer.calls,
+            "picked": dict(STATE.picked),
+            "forced": dict(STATE.forced),
+        }
 
     def dispatch(self, cmd: dict[str, Any]) -> dict[str, Any] | None:
         op = cmd.get("op")

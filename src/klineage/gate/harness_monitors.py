@@ -230,9 +230,11 @@ def make_monitors() -> tuple[Any, Any]:
             forward that reads every element with item() and writes it back with setitem
             computes on the host in Python."""
             return {
-                op: n for op, n in self.ops.items()
-                if op not in ALLOWED_ATEN_OPS or (op in ELEMENTWISE_HOST_OPS and n > MAX_HOST_ELEMENT_OPS)
-            }  # fmt: skip
+                op: n
+                for op, n in self.ops.items()
+                if op not in ALLOWED_ATEN_OPS
+                or (op in ELEMENTWISE_HOST_OPS and n > MAX_HOST_ELEMENT_OPS)
+            }
 
     class FunctionMonitor(TorchFunctionMode):
         def __torch_function__(
@@ -350,9 +352,13 @@ def install_mode_guards() -> None:
 
         return call
 
-    for module, name in ((python_dispatch, "_pop_mode"), (python_dispatch, "_disable_current_modes"),
-                         (torch._C, "_pop_torch_dispatch_stack"), (torch._C, "_pop_torch_function_stack"),
-                         (torch._C, "_DisableTorchDispatch")):  # fmt: skip
+    for module, name in (
+        (python_dispatch, "_pop_mode"),
+        (python_dispatch, "_disable_current_modes"),
+        (torch._C, "_pop_torch_dispatch_stack"),
+        (torch._C, "_pop_torch_function_stack"),
+        (torch._C, "_DisableTorchDispatch"),
+    ):
         if hasattr(module, name):
             setattr(module, name, guarded(getattr(module, name), name))
 

@@ -99,11 +99,17 @@ class Side:
         if force is None:
             force = self.force.get(regime.name)
         return self.harness.request(
-            {"op": "time", "regime": regime.name, "init": str(self.inputs / regime.init),
-             "inputs": str(self.inputs / regime.cases[0].inputs), "samples": samples,
-             "force_config": force, "keep": keep},
+            {
+                "op": "time",
+                "regime": regime.name,
+                "init": str(self.inputs / regime.init),
+                "inputs": str(self.inputs / regime.cases[0].inputs),
+                "samples": samples,
+                "force_config": force,
+                "keep": keep,
+            },
             TimeReply,
-        )  # fmt: skip
+        )
 
 
 def _median(xs: list[float]) -> float:
@@ -187,18 +193,29 @@ def sweep(regime: Any, cand: Side, table: int, cfg: Any) -> list[ConfigTime]:
             curve.append(ConfigTime(index=k, error=str(reply.error)[:300]))
             continue
         xs = reply.device if cfg.time_basis == "device" and reply.device else reply.host
-        curve.append(ConfigTime(index=k, config="; ".join(sorted(set(reply.forced.values()))),
-                                ms=_median(xs)))  # fmt: skip
+        curve.append(
+            ConfigTime(
+                index=k, config="; ".join(sorted(set(reply.forced.values()))), ms=_median(xs)
+            )
+        )
     timed = [c for c in curve if c.ms is not None]
     if not timed:
-        raise TimingFailed(f"{regime.name}: no config of the autotune table ran: "
-                           + "; ".join(f"{c.index}: {c.error}" for c in curve[:3]))  # fmt: skip
+        raise TimingFailed(
+            f"{regime.name}: no config of the autotune table ran: "
+            + "; ".join(f"{c.index}: {c.error}" for c in curve[:3])
+        )
     cand.force[regime.name] = min(timed, key=lambda c: c.ms or 0.0).index
     return curve
 
 
-def regime_row(regime: Any, mine: _Timed, theirs: _Timed | None, base_error: str | None,
-               cfg: Any, launch_ms: float | None) -> ProfileRow:  # fmt: skip
+def regime_row(
+    regime: Any,
+    mine: _Timed,
+    theirs: _Timed | None,
+    base_error: str | None,
+    cfg: Any,
+    launch_ms: float | None,
+) -> ProfileRow:
     """The ProfileRow of one regime from both sides' rounds."""
     basis = "device" if cfg.time_basis == "device" and mine.has_device() else "host"
     if theirs is not None and basis == "device" and not theirs.has_device():
@@ -207,12 +224,21 @@ def regime_row(regime: Any, mine: _Timed, theirs: _Timed | None, base_error: str
     h20, h50, h80 = quantiles(mine.flat("host"))
     per_round = mine.rounds(basis)
     row: dict[str, Any] = {
-        "kernel_ms": k50, "kernel_p20_ms": k20, "kernel_p80_ms": k80, "basis": basis,
-        "host_ms": h50, "host_p20_ms": h20, "host_p80_ms": h80,
-        "capture_error": mine.capture_error, "sets": mine.sets, "rounds": len(per_round),
+        "kernel_ms": k50,
+        "kernel_p20_ms": k20,
+        "kernel_p80_ms": k80,
+        "basis": basis,
+        "host_ms": h50,
+        "host_p20_ms": h20,
+        "host_p80_ms": h80,
+        "capture_error": mine.capture_error,
+        "sets": mine.sets,
+        "rounds": len(per_round),
         "spread": (max(per_round) - min(per_round)) / _median(per_round) if per_round else 0.0,
-        "autotune": mine.picked, "launch_ms": launch_ms, "base_error": base_error,
-    }  # fmt: skip
+        "autotune": mine.picked,
+        "launch_ms": launch_ms,
+        "base_error": base_error,
+    }
     if mine.has_device():
         row["device_p20_ms"], row["device_ms"], row["device_p80_ms"] = quantiles(
             mine.flat("device")
@@ -248,8 +274,10 @@ def regime_row(regime: Any, mine: _Timed, theirs: _Timed | None, base_error: str
     fastest = min(x for x in (k50, row.get("device_ms")) if x)
     why = []
     if fastest < row["peak_floor_ms"]:
-        why.append(f"{fastest:.4g} ms is under the roofline floor {row['peak_floor_ms']:.4g} ms "
-                   f"({row['floor_kind']}, datasheet peaks)")  # fmt: skip
+        why.append(
+            f"{fastest:.4g} ms is under the roofline floor {row['peak_floor_ms']:.4g} ms "
+            f"({row['floor_kind']}, datasheet peaks)"
+        )
     if (row.get("speedup_vs_eager") or 0.0) > cfg.max_speedup_vs_reference:
         why.append(
             f"{row['speedup_vs_eager']:.1f}x faster than eager (limit {cfg.max_speedup_vs_reference:g}x)"
@@ -279,15 +307,24 @@ def describe(row: ProfileRow) -> str:
         text += ", launch-bound (not evidence)"
     if row.configs and row.config_index is not None:
         best = next(c for c in row.configs if c.index == row.config_index)
-        text += (f"; config {best.index + 1} of {len(row.configs)} timed"
-                 f"{f' ({row.configs_in_table} in the table)' if (row.configs_in_table or 0) > len(row.configs) else ''}"
-                 f" fastest: {best.config}")  # fmt: skip
+        text += (
+            f"; config {best.index + 1} of {len(row.configs)} timed"
+            f"{f' ({row.configs_in_table} in the table)' if (row.configs_in_table or 0) > len(row.configs) else ''}"
+            f" fastest: {best.config}"
+        )
     return text
 
 
-def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, *,
-                  base: Side | None = None, launch_ms: float | None = None,
-                  table: int = 1) -> StageResult:  # fmt: skip
+def profile_stage(
+    req: GateRequest,
+    regimes: list[Any],
+    cand: Side,
+    event: Any,
+    *,
+    base: Side | None = None,
+    launch_ms: float | None = None,
+    table: int = 1,
+) -> StageResult:
     """Time the candidate (beside its base, when given) on each verified regime, beside the
     reference's eager and torch.compile times, and flag results faster than physics. A
     candidate whose autotune table has several configs (`table`: the most any of its kernels
@@ -306,8 +343,13 @@ def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, 
             return StageResult(stage=Stage.PROFILE, status=Status.FAILED, message=str(e))
         row = regime_row(regime, mine, theirs, base_error, cfg, launch_ms)
         if curve:
-            row = row.model_copy(update={"configs": curve, "configs_in_table": table,
-                                         "config_index": cand.force.get(regime.name)})  # fmt: skip
+            row = row.model_copy(
+                update={
+                    "configs": curve,
+                    "configs_in_table": table,
+                    "config_index": cand.force.get(regime.name),
+                }
+            )
         rows[regime.name] = row
         status, msg = Status.PASSED, describe(row)
         if row.suspicious:
@@ -318,12 +360,19 @@ def profile_stage(req: GateRequest, regimes: list[Any], cand: Side, event: Any, 
         outcomes.append(RegimeOutcome(regime=regime.name, status=status, message=msg))
     if suspicious and not cfg.allow_suspicious:
         return StageResult(
-            stage=Stage.PROFILE, status=Status.FAILED, regimes=outcomes, numbers=StageNumbers(regimes=rows),
-            message="suspiciously fast (rerun with --allow-suspicious if you are sure): " + " | ".join(suspicious),
+            stage=Stage.PROFILE,
+            status=Status.FAILED,
+            regimes=outcomes,
+            numbers=StageNumbers(regimes=rows),
+            message="suspiciously fast (rerun with --allow-suspicious if you are sure): "
+            + " | ".join(suspicious),
             seconds=time.perf_counter() - t0,
-        )  # fmt: skip
+        )
     return StageResult(
-        stage=Stage.PROFILE, status=Status.PASSED, message="; ".join(f"{o.regime}: {o.message}" for o in outcomes),
-        regimes=outcomes, numbers=StageNumbers(regimes=rows, launch_ms=launch_ms, basis=cfg.time_basis),
+        stage=Stage.PROFILE,
+        status=Status.PASSED,
+        message="; ".join(f"{o.regime}: {o.message}" for o in outcomes),
+        regimes=outcomes,
+        numbers=StageNumbers(regimes=rows, launch_ms=launch_ms, basis=cfg.time_basis),
         seconds=time.perf_counter() - t0,
-    )  # fmt: skip
+    )

@@ -186,8 +186,10 @@ class StageNumbers(BaseModel):
     @classmethod
     def _load_names(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("regimes"), list):
-            return {**{k: v for k, v in data.items() if k != "regimes"},
-                    "regime_names": data["regimes"]}  # fmt: skip
+            return {
+                **{k: v for k, v in data.items() if k != "regimes"},
+                "regime_names": data["regimes"],
+            }
         return data
 
     @field_validator("regimes", mode="before")
@@ -227,8 +229,15 @@ def _current_row(row: Any) -> Any:
         return row  # a current row, or not a row (the validation says so)
     ms = row["kernel_ms"]  # an old row: do_bench medians, host-inclusive
     p20, p80 = row.get("kernel_p20_ms", ms), row.get("kernel_p80_ms", ms)
-    return {**row, "basis": "old", "host_ms": ms, "host_p20_ms": p20, "host_p80_ms": p80,
-            "kernel_p20_ms": p20, "kernel_p80_ms": p80}  # fmt: skip
+    return {
+        **row,
+        "basis": "old",
+        "host_ms": ms,
+        "host_p20_ms": p20,
+        "host_p80_ms": p80,
+        "kernel_p20_ms": p20,
+        "kernel_p80_ms": p80,
+    }
 
 
 class StageResult(BaseModel):

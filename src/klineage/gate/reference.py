@@ -107,9 +107,10 @@ class _Float64:
                 self.copy = copy.deepcopy(self.model).double()
             up = [
                 (v.detach().double() if _dtype_name(v.dtype) in _LOW_DTYPES else v.clone())
-                if isinstance(v, torch.Tensor) else v
+                if isinstance(v, torch.Tensor)
+                else v
                 for v in inputs
-            ]  # fmt: skip
+            ]
             with torch.no_grad(), self.problem.regime_globals(self.regime):
                 got = _outputs(self.copy(*up))
             deltas = self._deltas(got, want, low)
@@ -168,9 +169,11 @@ def build_regime(
             model = problem.model_cls(*init)
         except Exception as e:
             raise LoadError(
-                str(problem.path), f"Model(*get_init_inputs()) failed: {type(e).__name__}: {e}",
-                line=error_line_in(problem.path, e)[0], expected="get_init_inputs to match Model.__init__",
-            ) from e  # fmt: skip
+                str(problem.path),
+                f"Model(*get_init_inputs()) failed: {type(e).__name__}: {e}",
+                line=error_line_in(problem.path, e)[0],
+                expected="get_init_inputs to match Model.__init__",
+            ) from e
     model = model.to(device).eval()
     tag = str(index)  # file names: init-<regime index>.pt, in-<regime index>-<case index>.pt
     init_file = _save(out / f"init-{tag}.pt", init=_cpu(list(init)))
@@ -181,9 +184,11 @@ def build_regime(
                 value = model(*[v.clone() if isinstance(v, torch.Tensor) else v for v in inputs])
             except Exception as e:
                 raise LoadError(
-                    str(problem.path), f"the reference Model.forward raised {type(e).__name__}: {e}",
-                    line=error_line_in(problem.path, e)[0], expected="a reference that runs on its own inputs",
-                ) from e  # fmt: skip
+                    str(problem.path),
+                    f"the reference Model.forward raised {type(e).__name__}: {e}",
+                    line=error_line_in(problem.path, e)[0],
+                    expected="a reference that runs on its own inputs",
+                ) from e
         return _outputs(value)
 
     exact = _Float64(model, problem, regime)
@@ -239,8 +244,17 @@ def build_regime(
         if _nonfinite(want):
             skipped.append(f"{label}: the reference is not finite there")
             continue
-        case = _case(out, tag, len(cases), label, "beyond get_inputs", values, want, buffer,
-                     *exact.outputs(values, on_device))  # fmt: skip
+        case = _case(
+            out,
+            tag,
+            len(cases),
+            label,
+            "beyond get_inputs",
+            values,
+            want,
+            buffer,
+            *exact.outputs(values, on_device),
+        )
         cases.append(case.model_copy(update={"atol_scale": _magnitude_ratio(want, first_out)}))
     dtypes = [_dtype_name(o.dtype) for o in first_out if isinstance(o, torch.Tensor)]
     has_bf16 = any(isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 for v in trials[0])
@@ -255,12 +269,21 @@ def build_regime(
     )
     baselines = _Baselines(model, trials[0], problem, regime, cfg) if req.time_reference else None
     built = RefRegime(
-        name=regime, init=init_file, cases=cases, dtype=dtypes[0] if dtypes else None,
+        name=regime,
+        init=init_file,
+        cases=cases,
+        dtype=dtypes[0] if dtypes else None,
         tolerance=problem.tolerances.get(dtypes[0]) if dtypes else None,
-        bf16_inputs=has_bf16, skipped_variants=skipped, nbytes=nbytes, flops=flops,
+        bf16_inputs=has_bf16,
+        skipped_variants=skipped,
+        nbytes=nbytes,
+        flops=flops,
         input_shapes=[list(v.shape) if isinstance(v, torch.Tensor) else [] for v in trials[0]],
-        input_dtypes=[_dtype_name(v.dtype) if isinstance(v, torch.Tensor) else type(v).__name__ for v in trials[0]],
-    )  # fmt: skip
+        input_dtypes=[
+            _dtype_name(v.dtype) if isinstance(v, torch.Tensor) else type(v).__name__
+            for v in trials[0]
+        ],
+    )
     return built, baselines
 
 
@@ -277,12 +300,14 @@ def _case(
     float64_missing: str | None = None,
 ) -> RefCase:
     return RefCase(
-        label=label, kind=kind, buffer=buffer,
+        label=label,
+        kind=kind,
+        buffer=buffer,
         inputs=_save(out / f"in-{tag}-{n}.pt", inputs=_cpu(inputs)),
         expected=_save(out / f"want-{tag}-{n}.pt", outputs=want),
         float64=_save(out / f"f64-{tag}-{n}.pt", deltas=float64) if float64 is not None else None,
         float64_missing=float64_missing,
-    )  # fmt: skip
+    )
 
 
 class _Baselines:
@@ -296,8 +321,12 @@ class _Baselines:
         import torch
 
         self.model, self.inputs, self.problem, self.regime, self.cfg = (
-            model, inputs, problem, regime, cfg,
-        )  # fmt: skip
+            model,
+            inputs,
+            problem,
+            regime,
+            cfg,
+        )
         self.compiled: Any = None
         self.compile_error: str | None = None
         if cfg.profile_compile:
@@ -383,8 +412,9 @@ def run(req: RefRequest, out: Path, lock: LockByProxy | None = None) -> RefManif
             del baselines  # its model, compiled graph and inputs: not held past the regime
         built.append(regime)
     env = capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING)
-    return RefManifest(regimes=built, environment=env, launch_ms=launch_ms,
-                       seconds=time.perf_counter() - t0)  # fmt: skip
+    return RefManifest(
+        regimes=built, environment=env, launch_ms=launch_ms, seconds=time.perf_counter() - t0
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,5 +36,9 @@ def failed(stage: Stage, message: str) -> StageResult:
 
 
 def passed(stage: Stage, message: str, numbers: StageNumbers | None = None) -> StageResult:
-    return StageResult(stage=stage, status=Status.PASSED, message=message,
-                       numbers=numbers if numbers is not None else StageNumbers())  # fmt: skip
+    return StageResult(
+        stage=stage,
+        status=Status.PASSED,
+        message=message,
+        numbers=numbers if numbers is not None else StageNumbers(),
+    )

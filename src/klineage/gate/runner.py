@@ -89,10 +89,19 @@ def assemble(
     if not accepted and fault is None:
         fault = Fault.CANDIDATE
     return GateResult(
-        problem=req.problem, candidate=req.candidate, device=req.device, regimes=list(regimes or []),
-        overrides=dict(req.overrides), accepted=accepted, stages=stages, environment=environment, seconds=seconds,
-        fault=None if accepted else fault, isolation=isolation, calls_checked=calls,
-    )  # fmt: skip
+        problem=req.problem,
+        candidate=req.candidate,
+        device=req.device,
+        regimes=list(regimes or []),
+        overrides=dict(req.overrides),
+        accepted=accepted,
+        stages=stages,
+        environment=environment,
+        seconds=seconds,
+        fault=None if accepted else fault,
+        isolation=isolation,
+        calls_checked=calls,
+    )
 
 
 def _private_dir() -> Path:
@@ -132,10 +141,14 @@ def run_gate(
     problem_path, candidate_path = Path(problem).resolve(), Path(candidate).resolve()
     base_path = Path(base).resolve() if base is not None and device == "cuda" else None
     req = GateRequest(
-        problem=str(problem_path), candidate=str(candidate_path), device=device,
-        regimes=list(regimes or []), overrides=dict(overrides or {}), config=config,
+        problem=str(problem_path),
+        candidate=str(candidate_path),
+        device=device,
+        regimes=list(regimes or []),
+        overrides=dict(overrides or {}),
+        config=config,
         base=str(base_path) if base_path is not None else None,
-    )  # fmt: skip
+    )
     t0 = time.perf_counter()
     for path, whose in ((problem_path, Fault.PROBLEM), (candidate_path, Fault.CANDIDATE)):
         try:
@@ -150,8 +163,11 @@ def run_gate(
     violations = check_static(parse_source(candidate_path, candidate_src)) if static_guards else []
     if violations:
         msg = "; ".join(v.render(candidate_path.name) for v in violations)
-        return assemble(req, {Stage.STATIC_GUARDS: failed(Stage.STATIC_GUARDS, msg)},
-                        seconds=time.perf_counter() - t0)  # fmt: skip
+        return assemble(
+            req,
+            {Stage.STATIC_GUARDS: failed(Stage.STATIC_GUARDS, msg)},
+            seconds=time.perf_counter() - t0,
+        )
     base_src = None
     if base_path is not None:
         try:
@@ -165,11 +181,17 @@ def run_gate(
     level = strongest_level()
     key = cache_key(
         {
-            "problem": problem_src, "candidate": candidate_src, "regimes": req.regimes, "overrides": req.overrides,
-            "config": config.model_dump(exclude={"cache"}), "env": environment_fingerprint(device),
-            "isolation": str(level), "gate": GATE_PROTOCOL, "base": base_src,
+            "problem": problem_src,
+            "candidate": candidate_src,
+            "regimes": req.regimes,
+            "overrides": req.overrides,
+            "config": config.model_dump(exclude={"cache"}),
+            "env": environment_fingerprint(device),
+            "isolation": str(level),
+            "gate": GATE_PROTOCOL,
+            "base": base_src,
         }
-    )  # fmt: skip
+    )
     cache = GateCache(cache_dir or default_cache_dir()) if config.cache and static_guards else None
     if cache is not None:
         hit = cache.get(key)
@@ -188,13 +210,24 @@ def run_gate(
     )
     workdir = _private_dir()
     try:
-        result = drive(req, workdir, static_ok, on_event, secrets.randbits(62),
-                       (cache_dir or default_cache_dir()) if config.cache else None)  # fmt: skip
+        result = drive(
+            req,
+            workdir,
+            static_ok,
+            on_event,
+            secrets.randbits(62),
+            (cache_dir or default_cache_dir()) if config.cache else None,
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    result = result.model_copy(update={"cache_key": key, "seconds": time.perf_counter() - t0,
-                                       "candidate_sha": source_sha(candidate_src),
-                                       "base_sha": source_sha(base_src) if req.base and base_src else None})  # fmt: skip
+    result = result.model_copy(
+        update={
+            "cache_key": key,
+            "seconds": time.perf_counter() - t0,
+            "candidate_sha": source_sha(candidate_src),
+            "base_sha": source_sha(base_src) if req.base and base_src else None,
+        }
+    )
     # Not cached: a timeout (it may be the machine's load) and a problem fault (not a verdict).
     if cache is not None and not result.timed_out and result.fault is not Fault.PROBLEM:
         cache.put(key, result)

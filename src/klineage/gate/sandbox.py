@@ -236,9 +236,13 @@ def _interpreter_sys_path() -> tuple[str, ...]:
     code = "import json, sys; print(json.dumps(sys.path))"
     try:
         r = subprocess.run(
-            [sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=20,
-            stdin=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", os.defpath)},
-        )  # fmt: skip
+            [sys.executable, "-I", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": os.environ.get("PATH", os.defpath)},
+        )
         paths = json.loads(r.stdout)
         if r.returncode == 0 and isinstance(paths, list):
             return tuple(str(p) for p in paths)

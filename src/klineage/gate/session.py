@@ -165,15 +165,20 @@ def run_reference(
     try:
         with open(log, "wb") as logf:
             proc = subprocess.Popen(
-                spec.argv, env=spec.env, cwd=spec.cwd, preexec_fn=spec.preexec_fn,
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, pass_fds=spec.pass_fds,
-            )  # fmt: skip
+                spec.argv,
+                env=spec.env,
+                cwd=spec.cwd,
+                preexec_fn=spec.preexec_fn,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                pass_fds=spec.pass_fds,
+            )
         for fd in (ask_w, ok_r):
             if fd >= 0:
                 os.close(fd)
         try:
-            finished = _hold_lock_for(proc, lock, ask_r if cuda else None, ok_w, clock,
-                                      req.problem)  # fmt: skip
+            finished = _hold_lock_for(proc, lock, ask_r if cuda else None, ok_w, clock, req.problem)
         finally:
             if proc.poll() is None:  # timed out, a bad lock request, or we were interrupted
                 _kill(proc)
@@ -217,8 +222,14 @@ def run_reference(
     return manifest, out
 
 
-def _hold_lock_for(proc: subprocess.Popen[bytes], lock: GpuLock, ask_r: int | None, ok_w: int,
-                   clock: Clock, problem: str) -> bool:  # fmt: skip
+def _hold_lock_for(
+    proc: subprocess.Popen[bytes],
+    lock: GpuLock,
+    ask_r: int | None,
+    ok_w: int,
+    clock: Clock,
+    problem: str,
+) -> bool:
     """Wait for the reference process, holding the GPU lock in the modes it asks for (one word
     and a newline per request: a LockMode value or "release"; each answered "ok"). False when
     its time ran out; ProblemFault on a request that is not one of those words."""
@@ -288,8 +299,15 @@ def _child_env(device: str, *, with_src: bool) -> dict[str, str]:
 class Harness:
     """The candidate's process, driven one command at a time."""
 
-    def __init__(self, candidate: Path, device: str, workdir: Path, inputs: Path, clock: Clock,
-                 isolation: IsolationLevel | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        candidate: Path,
+        device: str,
+        workdir: Path,
+        inputs: Path,
+        clock: Clock,
+        isolation: IsolationLevel | None,
+    ) -> None:
         self.clock = clock
         self.device = device
         self.workdir = workdir
@@ -314,14 +332,20 @@ class Harness:
             level=isolation,
             env_keep=_child_env(device, with_src=False),
             pass_fds=(cmd_r, rep_w),
-        )  # fmt: skip
+        )
         self.level = spec.level
         self.description = spec.description
         with open(self.log, "wb") as logf:
             self.proc = subprocess.Popen(
-                spec.argv, env=spec.env, cwd=spec.cwd, preexec_fn=spec.preexec_fn,
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, pass_fds=spec.pass_fds,
-            )  # fmt: skip
+                spec.argv,
+                env=spec.env,
+                cwd=spec.cwd,
+                preexec_fn=spec.preexec_fn,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                pass_fds=spec.pass_fds,
+            )
         os.close(cmd_r)
         os.close(rep_w)
         self._buf = b""
@@ -346,9 +370,10 @@ class Harness:
             return f"timed out after {self.clock.timeout_s:g} s (infinite loop or hang?); the candidate's process was killed"
         sig = killed_by(rc)
         how = (
-            f"killed by {signal_name(sig)}" if sig is not None
+            f"killed by {signal_name(sig)}"
+            if sig is not None
             else f"exited with code {rc} before finishing (os._exit or sys.exit in the candidate?)"
-        )  # fmt: skip
+        )
         return f"candidate process {how}" + (f"; last output:\n{last}" if last else "")
 
     def request(self, cmd: dict[str, Any], model: type[R]) -> R:

@@ -61,8 +61,19 @@ def probe_lineage(
         a = attempts[node.via_attempt]  # type: ignore[index]
         emit("probe", {"step": node.step, "pass": a.pass_name, "total": len(steps)})
         t0 = time.perf_counter()
-        row = ProbeRow(lin.id, node.step, a.pass_name, simplest.id, applied=False, accepted=False,
-                       failed_stage=None, message="", candidate=None, gate=None, seconds=0.0)  # fmt: skip
+        row = ProbeRow(
+            lin.id,
+            node.step,
+            a.pass_name,
+            simplest.id,
+            applied=False,
+            accepted=False,
+            failed_stage=None,
+            message="",
+            candidate=None,
+            gate=None,
+            seconds=0.0,
+        )
         if a.pass_name == LLM_PASS:
             row.message = "an LLM-named optimization: only an LLM can add it back"
         elif node.id == simplest.id:
@@ -74,15 +85,29 @@ def probe_lineage(
             if m.source is None:
                 row.message = f"did not apply to the simplest kernel: {m.reason}"
             else:
-                g = run_gate(Path(lin.problem_path), candidate_file(m.source), device=lin.device,
-                             regimes=lin.regimes or None, overrides=overrides, config=config,
-                             base=candidate_file(simplest.source) if lin.device == "cuda" else None)  # fmt: skip
+                g = run_gate(
+                    Path(lin.problem_path),
+                    candidate_file(m.source),
+                    device=lin.device,
+                    regimes=lin.regimes or None,
+                    overrides=overrides,
+                    config=config,
+                    base=candidate_file(simplest.source) if lin.device == "cuda" else None,
+                )
                 row.applied, row.accepted, row.candidate = True, g.accepted, m.source
                 row.gate = g.model_dump(mode="json")
                 row.failed_stage = g.failed_stage.value if g.failed_stage else None
                 row.message = m.reason if g.accepted else g.message
         row.seconds = time.perf_counter() - t0
         store.add_probe(row)
-        emit("probed", {"step": node.step, "pass": a.pass_name, "accepted": row.accepted,
-                        "applied": row.applied, "message": row.message})  # fmt: skip
+        emit(
+            "probed",
+            {
+                "step": node.step,
+                "pass": a.pass_name,
+                "accepted": row.accepted,
+                "applied": row.applied,
+                "message": row.message,
+            },
+        )
     return store.probes(lin.id)

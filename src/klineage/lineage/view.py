@@ -101,12 +101,18 @@ class LineageView:
         lin = self.lineage
         measured = any(s.speedup for s in self.path)
         return {
-            "id": lin.id, "problem": lin.problem_path, "expert": lin.expert_path, "device": lin.device, "policy": lin.policy,
-            "status": lin.status, "stop_reason": lin.stop_reason, "environment": lin.environment,
+            "id": lin.id,
+            "problem": lin.problem_path,
+            "expert": lin.expert_path,
+            "device": lin.device,
+            "policy": lin.policy,
+            "status": lin.status,
+            "stop_reason": lin.stop_reason,
+            "environment": lin.environment,
             "effects": "measured" if measured else "not measured (no GPU)",
             "steps": [s.as_json() for s in self.steps],
             "path": [s.as_json() for s in self.path],
-        }  # fmt: skip
+        }
 
 
 def load_view(store: Store, lid: str) -> LineageView:

@@ -116,9 +116,21 @@ def _order(
 
 
 class Walk:
-    def __init__(self, store: Store, problem: Path, expert: Path, *, device: str, policy: str, max_steps: int, regimes: list[str],
-                 config: GateConfig, passes: dict[str, RewritePass], on_event: EventCallback | None,
-                 overrides: Overrides | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: Store,
+        problem: Path,
+        expert: Path,
+        *,
+        device: str,
+        policy: str,
+        max_steps: int,
+        regimes: list[str],
+        config: GateConfig,
+        passes: dict[str, RewritePass],
+        on_event: EventCallback | None,
+        overrides: Overrides | None = None,
+    ) -> None:
         self.store, self.problem, self.expert = store, problem, expert
         self.overrides = dict(overrides or {})
         self.device, self.policy, self.max_steps, self.regimes = device, policy, max_steps, regimes
@@ -308,9 +320,22 @@ class Walk:
         gate = g.model_dump(mode="json")
         failed = g.failed_stage.value if g.failed_stage else None
         aid = self.store.add_attempt(
-            lid, node.id, node.step + 1, p.NAME, s.key, site, applied=True, accepted=g.accepted, reason=r.reason,
-            failed_stage=failed, message=g.message, candidate=r.source, candidate_sha=sha(r.source), gate=gate, seconds=g.seconds,
-        )  # fmt: skip
+            lid,
+            node.id,
+            node.step + 1,
+            p.NAME,
+            s.key,
+            site,
+            applied=True,
+            accepted=g.accepted,
+            reason=r.reason,
+            failed_stage=failed,
+            message=g.message,
+            candidate=r.source,
+            candidate_sha=sha(r.source),
+            gate=gate,
+            seconds=g.seconds,
+        )
         self.emit(
             "result",
             {
@@ -382,6 +407,17 @@ def distill(
     # Timing is what ranks steps on a GPU; torch.compile is not needed for that, and rewrites of
     # a trusted expert are not cheats, so suspicion is recorded but does not reject.
     config = config or GateConfig(profile_compile=False, allow_suspicious=True)
-    walk = Walk(store, problem_path, expert_path, device=device, policy=policy, max_steps=max_steps, regimes=list(regimes or []),
-                config=config, passes=passes, on_event=on_event, overrides=overrides)  # fmt: skip
+    walk = Walk(
+        store,
+        problem_path,
+        expert_path,
+        device=device,
+        policy=policy,
+        max_steps=max_steps,
+        regimes=list(regimes or []),
+        config=config,
+        passes=passes,
+        on_event=on_event,
+        overrides=overrides,
+    )
     return walk.run()

@@ -69,16 +69,21 @@ class OpenAIChat(LLMBackend):
         where = self.base_url or "the OpenAI API"
         with _api_errors(self._openai, where, limits.timeout_s):
             r = self.client.chat.completions.create(
-                model=self.model, messages=[{"role": m.role, "content": m.content} for m in messages],
-                max_tokens=limits.max_tokens, temperature=limits.temperature, timeout=limits.timeout_s,
-            )  # fmt: skip
+                model=self.model,
+                messages=[{"role": m.role, "content": m.content} for m in messages],
+                max_tokens=limits.max_tokens,
+                temperature=limits.temperature,
+                timeout=limits.timeout_s,
+            )
         if not r.choices:
             raise LLMError(f"{where} returned no choices")
         usage = r.usage
         return Completion(
-            text=r.choices[0].message.content or "", model=r.model or self.model,
-            tokens_in=usage.prompt_tokens if usage else 0, tokens_out=usage.completion_tokens if usage else 0,
-        )  # fmt: skip
+            text=r.choices[0].message.content or "",
+            model=r.model or self.model,
+            tokens_in=usage.prompt_tokens if usage else 0,
+            tokens_out=usage.completion_tokens if usage else 0,
+        )
 
 
 class AnthropicChat(LLMBackend):

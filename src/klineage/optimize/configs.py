@@ -67,8 +67,11 @@ def _from_source(text: str, origin: str) -> list[ExpertConfig]:
                 if isinstance(k, ast.Constant) and isinstance(k.value, str) and _int(v):
                     pairs.append((k.value, _int(v) or 0))
         elif isinstance(node.func, ast.Subscript):  # a launch: kernel[grid](..., BLOCK=128)
-            pairs = [(k.arg, _int(k.value) or 0) for k in node.keywords
-                     if k.arg and _is_block_name(k.arg) and _int(k.value)]  # fmt: skip
+            pairs = [
+                (k.arg, _int(k.value) or 0)
+                for k in node.keywords
+                if k.arg and _is_block_name(k.arg) and _int(k.value)
+            ]
         else:
             continue
         kw = {k.arg: _int(k.value) for k in node.keywords if k.arg in ("num_warps", "num_stages")}

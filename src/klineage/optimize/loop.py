@@ -101,9 +101,22 @@ class State:
 
 
 class Optimizer:
-    def __init__(self, store: Store, problem: Path, kernel: Path, *, skills: list[Skill], device: str, policy: str,
-                 settings: Settings, config: GateConfig | None, llm: LLMBackend | None, on_event: EventCallback | None,
-                 capability: str | None = None, memory: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: Store,
+        problem: Path,
+        kernel: Path,
+        *,
+        skills: list[Skill],
+        device: str,
+        policy: str,
+        settings: Settings,
+        config: GateConfig | None,
+        llm: LLMBackend | None,
+        on_event: EventCallback | None,
+        capability: str | None = None,
+        memory: Any = None,
+    ) -> None:
         self.store, self.problem, self.kernel = store, problem, kernel
         self.skills, self.device, self.settings = skills, device, settings
         self.policy = get_policy(policy)
@@ -139,21 +152,42 @@ class Optimizer:
         self.run_id = self._run_id()
 
     def _run_id(self) -> str:
-        blob = json.dumps([OPTIMIZE_VERSION, sha(self.problem_src), sha(self.kernel_src), self.device, self.policy.name,
-                           sorted(s.id + sha(s.model_dump_json())[:8] for s in self.skills), self.llm_name,
-                           sorted(self.settings.regimes), self.settings.margin, self.settings.seed,
-                           self.memory.fingerprint() if self.memory is not None else None]
-                          # A run at other --set sizes is another run; none keeps older ids.
-                          + ([sorted((k, repr(v)) for k, v in self.settings.overrides.items())] if self.settings.overrides else []))  # fmt: skip
+        blob = json.dumps(
+            [
+                OPTIMIZE_VERSION,
+                sha(self.problem_src),
+                sha(self.kernel_src),
+                self.device,
+                self.policy.name,
+                sorted(s.id + sha(s.model_dump_json())[:8] for s in self.skills),
+                self.llm_name,
+                sorted(self.settings.regimes),
+                self.settings.margin,
+                self.settings.seed,
+                self.memory.fingerprint() if self.memory is not None else None,
+            ]
+            # A run at other --set sizes is another run; none keeps older ids.
+            + (
+                [sorted((k, repr(v)) for k, v in self.settings.overrides.items())]
+                if self.settings.overrides
+                else []
+            )
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     # gate ---------------------------------------------------------------------------------
 
     def gate(self, source: str, config: GateConfig, base: str | None = None) -> GateResult:
         """Gate `source`; on a GPU, timed beside `base` (the best so far) for side-by-side ratios."""
-        return run_gate(self.problem, candidate_file(source), device=self.device,
-                        regimes=self.settings.regimes or None, overrides=self.settings.overrides, config=config,
-                        base=candidate_file(base) if base is not None and self.device == "cuda" else None)  # fmt: skip
+        return run_gate(
+            self.problem,
+            candidate_file(source),
+            device=self.device,
+            regimes=self.settings.regimes or None,
+            overrides=self.settings.overrides,
+            config=config,
+            base=candidate_file(base) if base is not None and self.device == "cuda" else None,
+        )
 
     # the run ------------------------------------------------------------------------------
 
@@ -162,12 +196,28 @@ class Optimizer:
         if fresh and self.store.get_run(self.run_id) is not None:
             self.store.delete_run(self.run_id)
         row = self.store.get_run(self.run_id)
-        settings_json = {"budget": s.budget, "margin": s.margin, "max_tokens": s.max_tokens, "regimes": s.regimes,
-                         "seed": s.seed, "llm": self.llm_name, "skills": len(self.skills), "timed": self.timed,
-                         "overrides": s.overrides}  # fmt: skip
+        settings_json = {
+            "budget": s.budget,
+            "margin": s.margin,
+            "max_tokens": s.max_tokens,
+            "regimes": s.regimes,
+            "seed": s.seed,
+            "llm": self.llm_name,
+            "skills": len(self.skills),
+            "timed": self.timed,
+            "overrides": s.overrides,
+        }
         if row is None:
-            self.store.create_run(self.run_id, str(self.problem), str(self.kernel), sha(self.problem_src), sha(self.kernel_src),
-                                  self.device, self.policy.name, settings_json)  # fmt: skip
+            self.store.create_run(
+                self.run_id,
+                str(self.problem),
+                str(self.kernel),
+                sha(self.problem_src),
+                sha(self.kernel_src),
+                self.device,
+                self.policy.name,
+                settings_json,
+            )
             row = self.store.get_run(self.run_id)
         assert row is not None
         if row.status == "refused":
@@ -201,9 +251,19 @@ class Optimizer:
         st.curve.append((0, 1.0))
         self.start_gate = start_gate
         prior = {t.seq: t for t in self.store.trials(self.run_id)}
-        ctx = Context(self.problem, self.kernel, self.device, self.skills, self.llm is not None, s.seed, self.target,
-                      self.capability, st.best_source, memory=self.memory,
-                      configs=self.config.configs_per_call if self.device == "cuda" else CPU_CONFIGS)  # fmt: skip
+        ctx = Context(
+            self.problem,
+            self.kernel,
+            self.device,
+            self.skills,
+            self.llm is not None,
+            s.seed,
+            self.target,
+            self.capability,
+            st.best_source,
+            memory=self.memory,
+            configs=self.config.configs_per_call if self.device == "cuda" else CPU_CONFIGS,
+        )
         reason = self._loop(ctx, st, prior)
         summary = self.summary(st, reason)
         self.store.update_run(self.run_id, status="done", stop_reason=reason, summary=summary)
@@ -280,16 +340,33 @@ class Optimizer:
             from klineage.llm.base import Message
             from klineage.optimize.materialize import build_prompt
 
-            m.messages = [*build_prompt(self.problem_src, st.best_source, prop.skill, self.regime_text, st.feedback, prop.notes),
-                          Message("assistant", replay.reply or "")]  # fmt: skip
+            m.messages = [
+                *build_prompt(
+                    self.problem_src,
+                    st.best_source,
+                    prop.skill,
+                    self.regime_text,
+                    st.feedback,
+                    prop.notes,
+                ),
+                Message("assistant", replay.reply or ""),
+            ]
         base = st.best_source
         trial = self._record(st, prior, prop, "llm", m)
-        if (trial is not None and trial.gated and not trial.accepted and self.settings.repair
-                and st.gate_calls < self.settings.budget and st.best_source == base):  # fmt: skip
+        if (
+            trial is not None
+            and trial.gated
+            and not trial.accepted
+            and self.settings.repair
+            and st.gate_calls < self.settings.budget
+            and st.best_source == base
+        ):
             r = self._replayed(st, prior, prop, "llm-repair") or self.llm.repair(m, trial.message)
             self._record(st, prior, prop, "llm-repair", r)
 
-    def _replayed(self, st: State, prior: dict[int, TrialRow], prop: Proposal, materializer: str) -> Materialized | None:  # fmt: skip
+    def _replayed(
+        self, st: State, prior: dict[int, TrialRow], prop: Proposal, materializer: str
+    ) -> Materialized | None:
         t = prior.get(st.seq + 1)
         if t is None:
             return None
@@ -304,7 +381,14 @@ class Optimizer:
             )
         return Materialized(t.candidate, t.message, 0, t.tokens_in, t.tokens_out, t.reply)
 
-    def _record(self, st: State, prior: dict[int, TrialRow], prop: Proposal, materializer: str, m: Materialized) -> TrialRow | None:  # fmt: skip
+    def _record(
+        self,
+        st: State,
+        prior: dict[int, TrialRow],
+        prop: Proposal,
+        materializer: str,
+        m: Materialized,
+    ) -> TrialRow | None:
         st.seq += 1
         st.tokens += m.tokens_in + m.tokens_out
         base_sha = sha(st.best_source)
@@ -314,20 +398,33 @@ class Optimizer:
             self.emit("trial", {"replayed": True, **self._event(stored, prop)})
             return stored
         t0 = time.perf_counter()
-        fields: dict[str, Any] = {"tokens_in": m.tokens_in, "tokens_out": m.tokens_out, "reply": m.reply,
-                                  "predicted": prop.predicted}  # fmt: skip
+        fields: dict[str, Any] = {
+            "tokens_in": m.tokens_in,
+            "tokens_out": m.tokens_out,
+            "reply": m.reply,
+            "predicted": prop.predicted,
+        }
         if m.source is None:
             fields["message"] = m.reason
         elif sha(m.source) in st.seen:
-            fields.update(candidate=m.source, candidate_sha=sha(m.source),
-                          message=f"same kernel as trial {st.seen[sha(m.source)]}; not gated again")  # fmt: skip
+            fields.update(
+                candidate=m.source,
+                candidate_sha=sha(m.source),
+                message=f"same kernel as trial {st.seen[sha(m.source)]}; not gated again",
+            )
         else:
             self.emit("gating", {"seq": st.seq, "label": prop.label, "materializer": materializer})
             g = self.gate(m.source, self.config, st.best_source)
             gate = g.model_dump(mode="json")
-            fields.update(candidate=m.source, candidate_sha=sha(m.source), gated=True, accepted=g.accepted, gate=gate,
-                          failed_stage=g.failed_stage.value if g.failed_stage else None,
-                          message=(m.reason if g.accepted else g.message))  # fmt: skip
+            fields.update(
+                candidate=m.source,
+                candidate_sha=sha(m.source),
+                gated=True,
+                accepted=g.accepted,
+                gate=gate,
+                failed_stage=g.failed_stage.value if g.failed_stage else None,
+                message=(m.reason if g.accepted else g.message),
+            )
             if g.accepted:
                 fields.update(self._judge(st, gate, prop))
         fields["seconds"] = time.perf_counter() - t0
@@ -351,8 +448,14 @@ class Optimizer:
         if self.device == "cuda":
             return keep_decision(speedup(st.best_gate, gate, self.timed), self.settings.margin)
         kept = prop.predicted is not None and prop.predicted >= PAYS_OFF
-        return {"kept": kept, "message": (f"kept (predicted, not measured): the skill predicts {prop.predicted:.2f}x" if kept
-                else "correct; no predicted gain, so not kept (nothing is timed on the CPU)")}  # fmt: skip
+        return {
+            "kept": kept,
+            "message": (
+                f"kept (predicted, not measured): the skill predicts {prop.predicted:.2f}x"
+                if kept
+                else "correct; no predicted gain, so not kept (nothing is timed on the CPU)"
+            ),
+        }
 
     def _apply(self, st: State, t: TrialRow) -> None:
         if t.gated:
@@ -369,8 +472,16 @@ class Optimizer:
 
     @staticmethod
     def _event(t: TrialRow, prop: Proposal) -> dict[str, Any]:
-        return {"seq": t.seq, "label": prop.label, "materializer": t.materializer, "gated": t.gated,
-                "accepted": t.accepted, "kept": t.kept, "speedup": t.speedup, "message": t.message}  # fmt: skip
+        return {
+            "seq": t.seq,
+            "label": prop.label,
+            "materializer": t.materializer,
+            "gated": t.gated,
+            "accepted": t.accepted,
+            "kept": t.kept,
+            "speedup": t.speedup,
+            "message": t.message,
+        }
 
     # the result ---------------------------------------------------------------------------
 
@@ -385,27 +496,52 @@ class Optimizer:
             a, b = start_rows.get(r), best_rows.get(r)
             if a is not None and b is not None and a.kernel_ms and b.kernel_ms:
                 per_regime[r] = {
-                    "start_ms": a.kernel_ms, "best_ms": b.kernel_ms, "speedup": a.kernel_ms / b.kernel_ms,
+                    "start_ms": a.kernel_ms,
+                    "best_ms": b.kernel_ms,
+                    "speedup": a.kernel_ms / b.kernel_ms,
                     "launch_bound": bool(r in overall and overall[r].launch_bound),
                     "status": overall[r].status if r in overall else "not measured",
                     "vs_eager": a.eager_ms / b.kernel_ms if a.eager_ms else None,
                     "vs_compile": a.compile_ms / b.kernel_ms if a.compile_ms else None,
                     "pct_of_floor": 100.0 * b.floor_ms / b.kernel_ms if b.floor_ms else None,
-                }  # fmt: skip
+                }
         measured = bool(per_regime)
         applied = [t for t in trials if t.kept]
         return {
-            "run_id": self.run_id, "problem": str(self.problem), "kernel": str(self.kernel), "device": self.device,
-            "policy": self.policy.name, "llm": self.llm_name or None, "stop_reason": reason,
-            "measured": measured, "label": "measured" if measured else "predicted, not measured",
-            "gate_calls": st.gate_calls, "budget": self.settings.budget, "tokens": st.tokens, "trials": len(trials),
-            "applied": [{"seq": t.seq, "proposal": t.proposal, "label": t.label, "materializer": t.materializer, "speedup": t.speedup,
-                         "predicted": t.predicted, "message": t.message} for t in applied],
-            "speedup": geomean(v["speedup"] for v in per_regime.values() if not v["launch_bound"]) if measured else None,
+            "run_id": self.run_id,
+            "problem": str(self.problem),
+            "kernel": str(self.kernel),
+            "device": self.device,
+            "policy": self.policy.name,
+            "llm": self.llm_name or None,
+            "stop_reason": reason,
+            "measured": measured,
+            "label": "measured" if measured else "predicted, not measured",
+            "gate_calls": st.gate_calls,
+            "budget": self.settings.budget,
+            "tokens": st.tokens,
+            "trials": len(trials),
+            "applied": [
+                {
+                    "seq": t.seq,
+                    "proposal": t.proposal,
+                    "label": t.label,
+                    "materializer": t.materializer,
+                    "speedup": t.speedup,
+                    "predicted": t.predicted,
+                    "message": t.message,
+                }
+                for t in applied
+            ],
+            "speedup": geomean(v["speedup"] for v in per_regime.values() if not v["launch_bound"])
+            if measured
+            else None,
             "predicted": _predicted_total(applied) if not measured else None,
-            "regimes": per_regime, "curve": st.curve, "best_source": st.best_source,
+            "regimes": per_regime,
+            "curve": st.curve,
+            "best_source": st.best_source,
             "environment": (st.best_gate.get("environment") or {}),
-        }  # fmt: skip
+        }
 
 
 def _predicted_total(applied: list[TrialRow]) -> float | None:
@@ -440,6 +576,18 @@ def optimize(
         if not p.exists():
             raise LoadError(str(p), "file not found", expected="a Python file")
     check_overrides(problem_path, settings.overrides)
-    opt = Optimizer(store, problem_path, kernel_path, skills=skills, device=device, policy=policy, settings=settings,
-                    config=config, llm=llm, on_event=on_event, capability=capability, memory=memory)  # fmt: skip
+    opt = Optimizer(
+        store,
+        problem_path,
+        kernel_path,
+        skills=skills,
+        device=device,
+        policy=policy,
+        settings=settings,
+        config=config,
+        llm=llm,
+        on_event=on_event,
+        capability=capability,
+        memory=memory,
+    )
     return opt.run(fresh=fresh)

@@ -85,8 +85,12 @@ def _names_in(value: Any) -> set[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Name):
                 out.add(node.id)
-            elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                  and _IDENT.fullmatch(node.value) and node.value.isupper()):  # fmt: skip
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and _IDENT.fullmatch(node.value)
+                and node.value.isupper()
+            ):
                 out.add(node.value)
     return out
 
@@ -222,7 +226,9 @@ def extract_code(reply: str) -> tuple[str | None, str]:
 
 
 class LLMMaterializer:
-    def __init__(self, backend: LLMBackend, *, max_tokens: int = 8192, timeout_s: float = 300.0) -> None:  # fmt: skip
+    def __init__(
+        self, backend: LLMBackend, *, max_tokens: int = 8192, timeout_s: float = 300.0
+    ) -> None:
         self.backend, self.max_tokens, self.timeout_s = backend, max_tokens, timeout_s
 
     def _ask(self, messages: list[Message]) -> Materialized:
@@ -233,10 +239,25 @@ class LLMMaterializer:
         except LLMError as e:
             return Materialized(None, f"LLM error: {e}", messages=messages)
         code, why = extract_code(c.text)
-        return Materialized(code, why, 0, c.tokens_in, c.tokens_out, c.text,
-                            [*messages, Message("assistant", c.text)])  # fmt: skip
+        return Materialized(
+            code,
+            why,
+            0,
+            c.tokens_in,
+            c.tokens_out,
+            c.text,
+            [*messages, Message("assistant", c.text)],
+        )
 
-    def propose(self, problem_src: str, kernel_src: str, skill: Skill | None, regimes: str, feedback: str, notes: str = "") -> Materialized:  # fmt: skip
+    def propose(
+        self,
+        problem_src: str,
+        kernel_src: str,
+        skill: Skill | None,
+        regimes: str,
+        feedback: str,
+        notes: str = "",
+    ) -> Materialized:
         return self._ask(build_prompt(problem_src, kernel_src, skill, regimes, feedback, notes))
 
     def repair(self, previous: Materialized, gate_message: str) -> Materialized:

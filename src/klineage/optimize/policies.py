@@ -115,9 +115,14 @@ def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
                 f"drawn at random from {len(space)}",
             )
         what = f"tunables of {launch.kernel} ({len(configs)} configs)"
-        yield Proposal(key=f"tunables:{launch.kernel}:{'prior' if prior else 'draw'}:{len(configs)}",
-                       label=f"{what}: {note}", materializer="mechanical", pass_name="tunables",
-                       params={"configs": configs}, what=what)  # fmt: skip
+        yield Proposal(
+            key=f"tunables:{launch.kernel}:{'prior' if prior else 'draw'}:{len(configs)}",
+            label=f"{what}: {note}",
+            materializer="mechanical",
+            pass_name="tunables",
+            params={"configs": configs},
+            what=what,
+        )
 
 
 def _seed(ctx: Context) -> str:
@@ -128,15 +133,30 @@ def pass_proposal(ctx: Context, name: str, predicted: float | None = None) -> Pr
     """A registered pass with its defaults (a baseline's move); tunables draws its configs
     from the seed, ctx.configs of them."""
     params = {"count": ctx.configs, "seed": _seed(ctx)} if name == "tunables" else {}
-    return Proposal(key=f"pass:{name}", label=name, materializer="mechanical", pass_name=name,
-                    params=params, predicted=predicted)  # fmt: skip
+    return Proposal(
+        key=f"pass:{name}",
+        label=name,
+        materializer="mechanical",
+        pass_name=name,
+        params=params,
+        predicted=predicted,
+    )
 
 
 def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal]:
     from klineage.skills.retrieve import retrieve
 
-    ranked = retrieve(ctx.skills, ctx.problem, ctx.kernel, ctx.device, ctx.capability, llm=ctx.llm,
-                      source=ctx.best_source, target=ctx.target, ignore_conditions=ignore_conditions)  # fmt: skip
+    ranked = retrieve(
+        ctx.skills,
+        ctx.problem,
+        ctx.kernel,
+        ctx.device,
+        ctx.capability,
+        llm=ctx.llm,
+        source=ctx.best_source,
+        target=ctx.target,
+        ignore_conditions=ignore_conditions,
+    )
     tag = "what-only" if ignore_conditions else "skill"
     for r in ranked:
         if r.selected:
@@ -162,10 +182,16 @@ def _proposal(r: Any, tag: str, note: str = "") -> Proposal:
         not own
     ):  # another form of the optimization (OTHER_FORMS): its own defaults, not the expert's
         what = f"{s.name} ({s.anchor}; written by {r.pass_name})"
-    return Proposal(key=f"{tag}:{s.id}:{r.materializer}", label=what + note, materializer=r.materializer,
-                    skill=s, pass_name=s.rewrite.pass_name if own else r.pass_name,
-                    params=dict(s.rewrite.params) if own else {},
-                    predicted=r.score if r.predicted else None, what=what)  # fmt: skip
+    return Proposal(
+        key=f"{tag}:{s.id}:{r.materializer}",
+        label=what + note,
+        materializer=r.materializer,
+        skill=s,
+        pass_name=s.rewrite.pass_name if own else r.pass_name,
+        params=dict(s.rewrite.params) if own else {},
+        predicted=r.score if r.predicted else None,
+        what=what,
+    )
 
 
 def _typical_gain(skill: Skill) -> float:

@@ -41,8 +41,12 @@ def regime_shapes(
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "klineage.problem.shapes", str(problem), *extra],
-            capture_output=True, text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as e:
         raise LoadError(
             str(problem),

@@ -293,8 +293,10 @@ def analyse(source: str) -> list[Launch]:
             continue
         if body.atomics or body.loaded & body.stored:
             both = ", ".join(sorted(body.loaded & body.stored)) or "atomics"
-            launch.problem = (f"{name} writes what it reads ({both}): autotune's trial runs "
-                              "would apply it more than once")  # fmt: skip
+            launch.problem = (
+                f"{name} writes what it reads ({both}): autotune's trial runs "
+                "would apply it more than once"
+            )
             continue
         if not _IMPORTS_TRITON.search(source):
             launch.problem = "no `import triton` for triton.autotune"

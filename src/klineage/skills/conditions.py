@@ -97,9 +97,13 @@ def learn_threshold(
             if lo < hi:
                 t = math.sqrt(lo * hi)
                 return Condition(
-                    kind="measured", predicate=f"pays off when {f} {op} {t:.4g}",
+                    kind="measured",
+                    predicate=f"pays off when {f} {op} {t:.4g}",
                     evidence=f"{evidence}: pays on {', '.join(f'{r} ({f} {feats[r][f]:.4g})' for r in pays)}; "
                     f"not on {', '.join(f'{r} ({f} {feats[r][f]:.4g})' for r in nots)}",
-                    feature=f, op=op, threshold=t, source_problem=problem,
-                )  # fmt: skip
+                    feature=f,
+                    op=op,
+                    threshold=t,
+                    source_problem=problem,
+                )
     return None

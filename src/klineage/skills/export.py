@@ -46,9 +46,20 @@ def card(skill: Skill) -> str:
     """A Markdown skill card: what, where, when, what it bought, what it avoids, the code."""
     from klineage.skills.when import regime_label, short_path, when
 
-    lines = [f"# {skill.name} (`{skill.id}`)", "", skill.intent, "", f"**When:** {when(skill)}", "",
-             f"- category: {skill.category}", f"- anchor: {skill.anchor}",
-             f"- rewrite: `{skill.rewrite.pass_name}` with `{json.dumps(skill.rewrite.params, default=str)[:300]}`", "", "## When it holds", ""]  # fmt: skip
+    lines = [
+        f"# {skill.name} (`{skill.id}`)",
+        "",
+        skill.intent,
+        "",
+        f"**When:** {when(skill)}",
+        "",
+        f"- category: {skill.category}",
+        f"- anchor: {skill.anchor}",
+        f"- rewrite: `{skill.rewrite.pass_name}` with `{json.dumps(skill.rewrite.params, default=str)[:300]}`",
+        "",
+        "## When it holds",
+        "",
+    ]
     lines += [f"- ({c.kind}) {c.predicate} — evidence: {c.evidence}" for c in skill.conditions]
     lines += [
         "",
@@ -62,8 +73,10 @@ def card(skill: Skill) -> str:
         if e.measured and e.speedup is not None and e.base_ms is not None and e.new_ms is not None:
             rng = f" [{e.lo:.3g}-{e.hi:.3g}]" if e.lo is not None and e.hi is not None else ""
             status = "not run here (noise)" if e.exercised is False else e.status
-            lines.append(f"| {e.regime} | {shape} | {e.gpu} ({e.arch}) | {e.base_ms:.4g} | {e.new_ms:.4g} | "
-                         f"{e.speedup:.2f}x{rng} | {status} |")  # fmt: skip
+            lines.append(
+                f"| {e.regime} | {shape} | {e.gpu} ({e.arch}) | {e.base_ms:.4g} | {e.new_ms:.4g} | "
+                f"{e.speedup:.2f}x{rng} | {status} |"
+            )
         else:
             lines.append(f"| {e.regime} | {shape} | – | – | – | – | not measured |")
     lines += ["", "## Failures it avoids", ""]

@@ -105,22 +105,48 @@ def _pays_predicate(effects: list[Effect], prefix: str) -> str:
 def _effect(s: Speedup | None, regime: str, **fields: Any) -> Effect:
     if s is None:
         return Effect(regime=regime, measured=False, status="not measured", **fields)
-    return Effect(regime=regime, base_ms=s.base_ms, new_ms=s.new_ms, speedup=s.value, measured=True,
-                  status=s.status, lo=s.lo, hi=s.hi, side_by_side=s.side_by_side, basis=s.basis, **fields)  # fmt: skip
+    return Effect(
+        regime=regime,
+        base_ms=s.base_ms,
+        new_ms=s.new_ms,
+        speedup=s.value,
+        measured=True,
+        status=s.status,
+        lo=s.lo,
+        hi=s.hi,
+        side_by_side=s.side_by_side,
+        basis=s.basis,
+        **fields,
+    )
 
 
-def _probe_effects(probe_gate: dict[str, Any], simplest_gate: dict[str, Any], function: str, env: dict[str, Any],
-                   lid: str, step: int) -> list[Effect]:  # fmt: skip
+def _probe_effects(
+    probe_gate: dict[str, Any],
+    simplest_gate: dict[str, Any],
+    function: str,
+    env: dict[str, Any],
+    lid: str,
+    step: int,
+) -> list[Effect]:
     """Effects of a forward probe: the simplest kernel (base) against it with the step's
     optimization added back (new), per regime both timed (side by side: the probe was gated
     beside the simplest kernel)."""
     dtypes = _regime_dtypes(probe_gate)
     return [
-        _effect(x, regime, gpu=env.get("gpu_name"), arch=env.get("compute_capability"), dtype=dtypes.get(regime),
-                environment=env or None, exercised=exercised(function, regime, simplest_gate, probe_gate),
-                lineage_id=lid, step=step, context="simplest")
+        _effect(
+            x,
+            regime,
+            gpu=env.get("gpu_name"),
+            arch=env.get("compute_capability"),
+            dtype=dtypes.get(regime),
+            environment=env or None,
+            exercised=exercised(function, regime, simplest_gate, probe_gate),
+            lineage_id=lid,
+            step=step,
+            context="simplest",
+        )
         for regime, x in speedups(simplest_gate, probe_gate).items()
-    ]  # fmt: skip
+    ]
 
 
 def skill_id(pass_name: str, lineage_id: str, step: int) -> str:
@@ -177,19 +203,28 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
         gpu = env.get("gpu_name")
         arch = env.get("compute_capability")
         effects: list[Effect] = [
-            _effect(inverse(measured_here[regime]) if regime in measured_here else None, regime, gpu=gpu, arch=arch,
-                    dtype=dtypes.get(regime), environment=env or None,
-                    exercised=exercised(site.get("function") or "", regime, parent.gate, child.gate),
-                    lineage_id=lin.id, step=child.step)
+            _effect(
+                inverse(measured_here[regime]) if regime in measured_here else None,
+                regime,
+                gpu=gpu,
+                arch=arch,
+                dtype=dtypes.get(regime),
+                environment=env or None,
+                exercised=exercised(site.get("function") or "", regime, parent.gate, child.gate),
+                lineage_id=lin.id,
+                step=child.step,
+            )
             for regime in held
-        ]  # fmt: skip
+        ]
         probe = probes.get(child.step)
         base = nodes.get(probe.base_node) if probe is not None else None
         probed = (
-            _probe_effects(probe.gate, base.gate, site.get("function") or "", env, lin.id, child.step)
+            _probe_effects(
+                probe.gate, base.gate, site.get("function") or "", env, lin.id, child.step
+            )
             if probe is not None and probe.accepted and probe.gate is not None and base is not None
             else []
-        )  # fmt: skip
+        )
         measured_effects = [e for e in effects if e.measured and e.speedup is not None]
         # Thresholds and "pays off" come only from effects that are evidence (klineage/metrics.py):
         # launch-bound regimes and gains within the measured spread never count as paying.
@@ -199,23 +234,42 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
             if pays(e) is not None and e.speedup is not None
         }
         learned = (
-            learn_threshold(speeds, regime_features(lin.problem_path), lin.problem_path,
-                            f"lineage {lin.id} step {child.step}")
+            learn_threshold(
+                speeds,
+                regime_features(lin.problem_path),
+                lin.problem_path,
+                f"lineage {lin.id} step {child.step}",
+            )
             if len(speeds) > 1
             else None
-        )  # fmt: skip
+        )
         if learned is not None:
             conditions.append(learned)
         if measured_effects:
-            conditions.append(Condition(kind="measured", predicate=_pays_predicate(measured_effects, ""),
-                                        evidence=f"{gpu} ({arch}), child/parent time side by side, lineage {lin.id} step {child.step}"))  # fmt: skip
+            conditions.append(
+                Condition(
+                    kind="measured",
+                    predicate=_pays_predicate(measured_effects, ""),
+                    evidence=f"{gpu} ({arch}), child/parent time side by side, lineage {lin.id} step {child.step}",
+                )
+            )
         if probed:
-            conditions.append(Condition(kind="measured", predicate=_pays_predicate(probed, "added to the walk's simplest kernel, "),
-                                        evidence=f"{gpu} ({arch}), forward probe, lineage {lin.id} step {child.step}"))  # fmt: skip
+            conditions.append(
+                Condition(
+                    kind="measured",
+                    predicate=_pays_predicate(probed, "added to the walk's simplest kernel, "),
+                    evidence=f"{gpu} ({arch}), forward probe, lineage {lin.id} step {child.step}",
+                )
+            )
             effects += probed
         if probe is not None and probe.applied and not probe.accepted:
-            conditions.append(Condition(kind="measured", predicate="needs more of the expert's kernel: added to the walk's simplest kernel, it failed the gate",
-                                        evidence=f"forward probe ({lin.device}), lineage {lin.id} step {child.step}: {probe.message[:300]}"))  # fmt: skip
+            conditions.append(
+                Condition(
+                    kind="measured",
+                    predicate="needs more of the expert's kernel: added to the walk's simplest kernel, it failed the gate",
+                    evidence=f"forward probe ({lin.device}), lineage {lin.id} step {child.step}: {probe.message[:300]}",
+                )
+            )
         failures = [
             _failure(
                 a,
@@ -224,8 +278,14 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
             for a in attempts
             if a.pass_name == step.pass_name and a.applied and not a.accepted
         ]
-        failures += [_failure(a, "a competing simplification at this step that the gate rejected") for a in attempts
-                     if a.parent_id == parent.id and a.applied and not a.accepted and a.pass_name != step.pass_name]  # fmt: skip
+        failures += [
+            _failure(a, "a competing simplification at this step that the gate rejected")
+            for a in attempts
+            if a.parent_id == parent.id
+            and a.applied
+            and not a.accepted
+            and a.pass_name != step.pass_name
+        ]
         name = Path(lin.expert_path).parent.name + "/" + Path(lin.expert_path).name
         intent = (
             p.DESCRIPTION if p else step.pass_name

@@ -105,7 +105,9 @@ def _predict(
         usable = [c for c in thresholds if _within(c, feats)]
         for c in thresholds:
             if c not in usable and c.feature in feats:
-                why.append(f"{regime}: '{c.predicate}' not used: {c.feature} {feats[c.feature]:.4g} is outside the values it was learned on ({_span(c)})")  # fmt: skip
+                why.append(
+                    f"{regime}: '{c.predicate}' not used: {c.feature} {feats[c.feature]:.4g} is outside the values it was learned on ({_span(c)})"
+                )
         verdicts = [c.holds(feats) for c in usable]
         if any(v is not None for v in verdicts):
             ok = any(v for v in verdicts)

@@ -66,17 +66,28 @@ def when(skill: Skill) -> str:
     if mixed:
         both = [e for e in yes + no if label[id(e)] in mixed]
         parts.append(f"mixed on {_listed(sorted(mixed))} ({_range(both)} across lineages)")
-    rules = sorted({c.predicate.removeprefix("pays off ") for c in skill.conditions
-                    if c.kind == "measured" and c.feature and c.threshold is not None})  # fmt: skip
+    rules = sorted(
+        {
+            c.predicate.removeprefix("pays off ")
+            for c in skill.conditions
+            if c.kind == "measured" and c.feature and c.threshold is not None
+        }
+    )
     if rules and (yes or no):
         parts.append("learned: pays " + "; ".join(rules))
     unsafe = len(skill.failures_avoided)
-    tail = (f" The gate rejected {unsafe} simplification(s) of it: its form is needed for correctness there."
-            if unsafe else "")  # fmt: skip
+    tail = (
+        f" The gate rejected {unsafe} simplification(s) of it: its form is needed for correctness there."
+        if unsafe
+        else ""
+    )
     if not parts:
         old = sum(1 for e in skill.effects if e.status == "old timing")
-        why = (f"its {old} effect(s) predate side-by-side device timing" if old
-               else "no effect of it cleared its measured spread")  # fmt: skip
+        why = (
+            f"its {old} effect(s) predate side-by-side device timing"
+            if old
+            else "no effect of it cleared its measured spread"
+        )
         return (
             f"No measured condition: {why}; whether it pays here is for the gate to measure.{tail}"
         )

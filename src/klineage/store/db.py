@@ -273,10 +273,18 @@ class Store:
     @staticmethod
     def _lineage(r: sqlite3.Row) -> LineageRow:
         return LineageRow(
-            id=r["id"], problem_path=r["problem_path"], expert_path=r["expert_path"], device=r["device"], policy=r["policy"],
-            regimes=json.loads(r["regimes"]), status=r["status"], stop_reason=r["stop_reason"],
-            environment=json.loads(r["environment"]) if r["environment"] else None, created=r["created"], updated=r["updated"],
-        )  # fmt: skip
+            id=r["id"],
+            problem_path=r["problem_path"],
+            expert_path=r["expert_path"],
+            device=r["device"],
+            policy=r["policy"],
+            regimes=json.loads(r["regimes"]),
+            status=r["status"],
+            stop_reason=r["stop_reason"],
+            environment=json.loads(r["environment"]) if r["environment"] else None,
+            created=r["created"],
+            updated=r["updated"],
+        )
 
     # nodes ----------------------------------------------------------------------------------
 
@@ -315,16 +323,48 @@ class Store:
 
     # attempts -------------------------------------------------------------------------------
 
-    def add_attempt(self, lid: str, parent_id: int, step: int, pass_name: str, site_key: str, site: dict[str, Any], *, applied: bool, accepted: bool,
-                    reason: str, failed_stage: str | None = None, message: str = "", candidate: str | None = None, candidate_sha: str | None = None,
-                    gate: dict[str, Any] | None = None, seconds: float = 0.0) -> int:  # fmt: skip
+    def add_attempt(
+        self,
+        lid: str,
+        parent_id: int,
+        step: int,
+        pass_name: str,
+        site_key: str,
+        site: dict[str, Any],
+        *,
+        applied: bool,
+        accepted: bool,
+        reason: str,
+        failed_stage: str | None = None,
+        message: str = "",
+        candidate: str | None = None,
+        candidate_sha: str | None = None,
+        gate: dict[str, Any] | None = None,
+        seconds: float = 0.0,
+    ) -> int:
         with self.tx() as c:
             cur = c.execute(
                 "INSERT OR REPLACE INTO attempts (lineage_id, parent_id, step, pass_name, site_key, site, applied, accepted, reason, failed_stage, message,"
                 " candidate, candidate_sha, gate, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (lid, parent_id, step, pass_name, site_key, json.dumps(site), int(applied), int(accepted), reason, failed_stage, message,
-                 candidate, candidate_sha, json.dumps(gate) if gate is not None else None, seconds, _now()),
-            )  # fmt: skip
+                (
+                    lid,
+                    parent_id,
+                    step,
+                    pass_name,
+                    site_key,
+                    json.dumps(site),
+                    int(applied),
+                    int(accepted),
+                    reason,
+                    failed_stage,
+                    message,
+                    candidate,
+                    candidate_sha,
+                    json.dumps(gate) if gate is not None else None,
+                    seconds,
+                    _now(),
+                ),
+            )
             return int(cur.lastrowid or 0)
 
     def attempts(self, lid: str, parent_id: int | None = None) -> list[AttemptRow]:
@@ -339,11 +379,23 @@ class Store:
             )
         return [
             AttemptRow(
-                r["id"], r["parent_id"], r["step"], r["pass_name"], r["site_key"], json.loads(r["site"]), bool(r["applied"]), bool(r["accepted"]),
-                r["reason"], r["failed_stage"], r["message"], r["candidate"], json.loads(r["gate"]) if r["gate"] else None, r["seconds"],
+                r["id"],
+                r["parent_id"],
+                r["step"],
+                r["pass_name"],
+                r["site_key"],
+                json.loads(r["site"]),
+                bool(r["applied"]),
+                bool(r["accepted"]),
+                r["reason"],
+                r["failed_stage"],
+                r["message"],
+                r["candidate"],
+                json.loads(r["gate"]) if r["gate"] else None,
+                r["seconds"],
             )
             for r in rows
-        ]  # fmt: skip
+        ]
 
     # probes ---------------------------------------------------------------------------------
 
@@ -352,17 +404,40 @@ class Store:
             c.execute(
                 "INSERT OR REPLACE INTO probes (lineage_id, step, pass_name, base_node, applied, accepted, failed_stage, message, candidate,"
                 " gate, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (p.lineage_id, p.step, p.pass_name, p.base_node, int(p.applied), int(p.accepted), p.failed_stage, p.message, p.candidate,
-                 json.dumps(p.gate) if p.gate is not None else None, p.seconds, _now()),
-            )  # fmt: skip
+                (
+                    p.lineage_id,
+                    p.step,
+                    p.pass_name,
+                    p.base_node,
+                    int(p.applied),
+                    int(p.accepted),
+                    p.failed_stage,
+                    p.message,
+                    p.candidate,
+                    json.dumps(p.gate) if p.gate is not None else None,
+                    p.seconds,
+                    _now(),
+                ),
+            )
 
     def probes(self, lid: str) -> list[ProbeRow]:
         rows = self.conn.execute("SELECT * FROM probes WHERE lineage_id = ? ORDER BY step", (lid,))
         return [
-            ProbeRow(r["lineage_id"], r["step"], r["pass_name"], r["base_node"], bool(r["applied"]), bool(r["accepted"]), r["failed_stage"],
-                     r["message"], r["candidate"], json.loads(r["gate"]) if r["gate"] else None, r["seconds"])
+            ProbeRow(
+                r["lineage_id"],
+                r["step"],
+                r["pass_name"],
+                r["base_node"],
+                bool(r["applied"]),
+                bool(r["accepted"]),
+                r["failed_stage"],
+                r["message"],
+                r["candidate"],
+                json.loads(r["gate"]) if r["gate"] else None,
+                r["seconds"],
+            )
             for r in rows
-        ]  # fmt: skip
+        ]
 
     # skills ---------------------------------------------------------------------------------
 
@@ -397,14 +472,34 @@ class Store:
 
     # optimize runs ---------------------------------------------------------------------------
 
-    def create_run(self, rid: str, problem: str, kernel: str, problem_sha: str, kernel_sha: str, device: str, policy: str,
-                   settings: dict[str, Any]) -> None:  # fmt: skip
+    def create_run(
+        self,
+        rid: str,
+        problem: str,
+        kernel: str,
+        problem_sha: str,
+        kernel_sha: str,
+        device: str,
+        policy: str,
+        settings: dict[str, Any],
+    ) -> None:
         with self.tx() as c:
             c.execute(
                 "INSERT INTO runs (id, problem_path, kernel_path, problem_sha, kernel_sha, device, policy, settings, status, created, updated)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-                (rid, problem, kernel, problem_sha, kernel_sha, device, policy, json.dumps(settings), _now(), _now()),
-            )  # fmt: skip
+                (
+                    rid,
+                    problem,
+                    kernel,
+                    problem_sha,
+                    kernel_sha,
+                    device,
+                    policy,
+                    json.dumps(settings),
+                    _now(),
+                    _now(),
+                ),
+            )
 
     def update_run(self, rid: str, **fields: Any) -> None:
         """Set status, stop_reason, settings, start_gate or summary (JSON fields serialized)."""
@@ -444,25 +539,75 @@ class Store:
             return json.loads(v) if v else None
 
         return RunRow(
-            id=r["id"], problem_path=r["problem_path"], kernel_path=r["kernel_path"], device=r["device"], policy=r["policy"],
-            settings=json.loads(r["settings"]), status=r["status"], stop_reason=r["stop_reason"], start_gate=j(r["start_gate"]),
-            summary=j(r["summary"]), created=r["created"], updated=r["updated"],
-        )  # fmt: skip
+            id=r["id"],
+            problem_path=r["problem_path"],
+            kernel_path=r["kernel_path"],
+            device=r["device"],
+            policy=r["policy"],
+            settings=json.loads(r["settings"]),
+            status=r["status"],
+            stop_reason=r["stop_reason"],
+            start_gate=j(r["start_gate"]),
+            summary=j(r["summary"]),
+            created=r["created"],
+            updated=r["updated"],
+        )
 
-    def add_trial(self, run_id: str, seq: int, proposal: str, label: str, skill_id: str | None, materializer: str, base_sha: str, *,
-                  candidate: str | None = None, candidate_sha: str | None = None, gated: bool = False, accepted: bool = False,
-                  kept: bool = False, failed_stage: str | None = None, message: str = "", gate: dict[str, Any] | None = None,
-                  speedup: float | None = None, predicted: float | None = None, tokens_in: int = 0, tokens_out: int = 0,
-                  reply: str | None = None, seconds: float = 0.0) -> int:  # fmt: skip
+    def add_trial(
+        self,
+        run_id: str,
+        seq: int,
+        proposal: str,
+        label: str,
+        skill_id: str | None,
+        materializer: str,
+        base_sha: str,
+        *,
+        candidate: str | None = None,
+        candidate_sha: str | None = None,
+        gated: bool = False,
+        accepted: bool = False,
+        kept: bool = False,
+        failed_stage: str | None = None,
+        message: str = "",
+        gate: dict[str, Any] | None = None,
+        speedup: float | None = None,
+        predicted: float | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        reply: str | None = None,
+        seconds: float = 0.0,
+    ) -> int:
         with self.tx() as c:
             cur = c.execute(
                 "INSERT INTO trials (run_id, seq, proposal, label, skill_id, materializer, base_sha, candidate, candidate_sha, gated, accepted, kept,"
                 " failed_stage, message, gate, speedup, predicted, tokens_in, tokens_out, reply, seconds, created)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, seq, proposal, label, skill_id, materializer, base_sha, candidate, candidate_sha, int(gated), int(accepted), int(kept),
-                 failed_stage, message, json.dumps(gate) if gate is not None else None, speedup, predicted, tokens_in, tokens_out,
-                 reply, seconds, _now()),
-            )  # fmt: skip
+                (
+                    run_id,
+                    seq,
+                    proposal,
+                    label,
+                    skill_id,
+                    materializer,
+                    base_sha,
+                    candidate,
+                    candidate_sha,
+                    int(gated),
+                    int(accepted),
+                    int(kept),
+                    failed_stage,
+                    message,
+                    json.dumps(gate) if gate is not None else None,
+                    speedup,
+                    predicted,
+                    tokens_in,
+                    tokens_out,
+                    reply,
+                    seconds,
+                    _now(),
+                ),
+            )
             c.execute("UPDATE runs SET updated = ? WHERE id = ?", (_now(), run_id))
             return int(cur.lastrowid or 0)
 
@@ -470,13 +615,31 @@ class Store:
         rows = self.conn.execute("SELECT * FROM trials WHERE run_id = ? ORDER BY seq", (run_id,))
         return [
             TrialRow(
-                r["id"], r["run_id"], r["seq"], r["proposal"], r["label"], r["skill_id"], r["materializer"], r["base_sha"], r["candidate"],
-                r["candidate_sha"], bool(r["gated"]), bool(r["accepted"]), bool(r["kept"]), r["failed_stage"], r["message"],
-                json.loads(r["gate"]) if r["gate"] else None, r["speedup"], r["predicted"], r["tokens_in"], r["tokens_out"],
-                r["reply"], r["seconds"],
+                r["id"],
+                r["run_id"],
+                r["seq"],
+                r["proposal"],
+                r["label"],
+                r["skill_id"],
+                r["materializer"],
+                r["base_sha"],
+                r["candidate"],
+                r["candidate_sha"],
+                bool(r["gated"]),
+                bool(r["accepted"]),
+                bool(r["kept"]),
+                r["failed_stage"],
+                r["message"],
+                json.loads(r["gate"]) if r["gate"] else None,
+                r["speedup"],
+                r["predicted"],
+                r["tokens_in"],
+                r["tokens_out"],
+                r["reply"],
+                r["seconds"],
             )
             for r in rows
-        ]  # fmt: skip
+        ]
 
 
 def open_store(path: Path | None = None) -> Store:

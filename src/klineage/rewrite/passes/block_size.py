@@ -131,8 +131,14 @@ class _Collector(FunctionTracker):
         # (function, name, line) -> the value assigned: a launch's grid may be a local.
         self.assigned: dict[tuple[str, str, int], cst.BaseExpression] = {}
 
-    def _add(self, kind: str, name: str, value: cst.BaseExpression, at: cst.CSTNode,
-             grid: tuple[cst.BaseExpression | None, str | None] = (None, None)) -> None:  # fmt: skip
+    def _add(
+        self,
+        kind: str,
+        name: str,
+        value: cst.BaseExpression,
+        at: cst.CSTNode,
+        grid: tuple[cst.BaseExpression | None, str | None] = (None, None),
+    ) -> None:
         line = self.get_metadata(PositionProvider, at).start.line
         self.found.append(
             _Block(kind, name, line, self.function, _literal(value), _code(value), *grid)
@@ -273,11 +279,19 @@ class BlockSize(RewritePass):
             and b.grid_name
             and _tile_counts(b.grid, int(b.literal.evaluated_value))
         ):
-            others = [x for x in blocks if x is not b and x.kind == "launch" and x.function == b.function
-                      and x.grid_name == b.grid_name]  # fmt: skip
+            others = [
+                x
+                for x in blocks
+                if x is not b
+                and x.kind == "launch"
+                and x.function == b.function
+                and x.grid_name == b.grid_name
+            ]
             if others:
-                return (f"{b.name}={b.expr}: its grid {b.grid_name} is shared with {len(others)} other launch(es) "
-                        "in this function; resizing one would leave the others with the wrong tile count")  # fmt: skip
+                return (
+                    f"{b.name}={b.expr}: its grid {b.grid_name} is shared with {len(others)} other launch(es) "
+                    "in this function; resizing one would leave the others with the wrong tile count"
+                )
         return b
 
     def _set(self, module: cst.Module, b: _Block, value: int) -> tuple[str, int]:

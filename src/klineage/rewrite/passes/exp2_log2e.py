@@ -34,9 +34,16 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 _SWAP = {"exp2": "exp", "log2": "log", "exp": "exp2", "log": "log2"}
 _ATOMIC = (
-    cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float,
-    cst.SimpleString, cst.Tuple, cst.List,
-)  # fmt: skip
+    cst.Name,
+    cst.Attribute,
+    cst.Call,
+    cst.Subscript,
+    cst.Integer,
+    cst.Float,
+    cst.SimpleString,
+    cst.Tuple,
+    cst.List,
+)
 
 
 def _prec(node: cst.CSTNode) -> int:

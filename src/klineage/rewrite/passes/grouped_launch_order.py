@@ -118,10 +118,19 @@ def _grouped(block: cst.IndentedBlock, fn: cst.FunctionDef) -> dict[str, Any] | 
                         size: defs[size][0],
                     }
                     return dict(
-                        pid=pid, npn=npn, npm=npm, group=group, pid_m=pid_m, pid_n=pid_n,
-                        k_m=k_m, k_n=k_n, temps=temps, npm_def=defs.get(npm),
-                        min_fn=dotted(mn.func), names=dict(group=g, gid=gid, first=first, size=size),
-                    )  # fmt: skip
+                        pid=pid,
+                        npn=npn,
+                        npm=npm,
+                        group=group,
+                        pid_m=pid_m,
+                        pid_n=pid_n,
+                        k_m=k_m,
+                        k_n=k_n,
+                        temps=temps,
+                        npm_def=defs.get(npm),
+                        min_fn=dotted(mn.func),
+                        names=dict(group=g, gid=gid, first=first, size=size),
+                    )
     return None
 
 
@@ -277,9 +286,12 @@ class GroupedLaunchOrder(RewritePass):
             for i, (_, fn, m, line) in enumerate(found):
                 npm_expr = _code(m["npm_def"][1]) if m["npm_def"] else None
                 params = dict(
-                    group=m["group"], num_pid_m=m["npm"], num_pid_m_expr=npm_expr,
-                    min_fn=m["min_fn"], names=m["names"],
-                )  # fmt: skip
+                    group=m["group"],
+                    num_pid_m=m["npm"],
+                    num_pid_m_expr=npm_expr,
+                    min_fn=m["min_fn"],
+                    names=m["names"],
+                )
                 out.append(
                     self.site(
                         "backward",
@@ -308,9 +320,10 @@ class GroupedLaunchOrder(RewritePass):
             uses = names_under(fn.body)
             old = {k: names_under(block.body[k]) for k in group_stmts}
             drop = {
-                k for name, k in m["temps"].items()
+                k
+                for name, k in m["temps"].items()
                 if uses.count(name) == sum(names.count(name) for names in old.values())
-            }  # fmt: skip
+            }
             if m["npm_def"] is not None:
                 gone = drop | {m["k_m"], m["k_n"]}
                 left = uses.count(m["npm"]) - sum(old[k].count(m["npm"]) for k in gone)
@@ -361,7 +374,7 @@ class GroupedLaunchOrder(RewritePass):
                     f"group size {group or '(none)'} is neither a literal nor a parameter of"
                     f" {fn.name.value}; pass params={{'group': 8}} or add a GROUP_SIZE_M constexpr",
                     site,
-                )  # fmt: skip
+                )
             tl, taken = _tl(module), set(names_under(fn))
             first_k = min(m["k_m"], m["k_n"])
             defined = {n: k for k, n, _ in _assigns(block) if k < first_k}
@@ -377,9 +390,14 @@ class GroupedLaunchOrder(RewritePass):
             elif not (npm.isidentifier() and npm not in taken and expr and ok(expr)):
                 cdivs = [n for n, k in defined.items() if n != m["npn"] and _is_cdiv(block.body[k])]
                 # Else the grid is num_pid_m * num_pid_n programs, as row-major assumed.
-                npm, expr = (cdivs[0], None) if cdivs else (
-                    _free("num_pid_m", taken), f"{tl}.num_programs({_axis(fn, m['pid'])}) // {_atom(m['npn'])}"
-                )  # fmt: skip
+                npm, expr = (
+                    (cdivs[0], None)
+                    if cdivs
+                    else (
+                        _free("num_pid_m", taken),
+                        f"{tl}.num_programs({_axis(fn, m['pid'])}) // {_atom(m['npn'])}",
+                    )
+                )
             if expr is not None:  # before num_pid_n's definition, unless it uses num_pid_n
                 later = m["npn"] in names_under(cst.parse_expression(expr))
                 at = first_k if later else defined.get(m["npn"], first_k)
@@ -390,10 +408,15 @@ class GroupedLaunchOrder(RewritePass):
             )
             pid, grp, npn = _atom(m["pid"]), _atom(group), _atom(m["npn"])
             min_fn = "min" if p.get("min_fn") == "min" else f"{tl}.minimum"
-            insert += [(first_k, c) for c in (
-                f"{g} = {grp} * {npn}", f"{gid} = {pid} // {g}", f"{first} = {gid} * {grp}",
-                f"{size} = {min_fn}({npm} - {first}, {grp})",
-            )]  # fmt: skip
+            insert += [
+                (first_k, c)
+                for c in (
+                    f"{g} = {grp} * {npn}",
+                    f"{gid} = {pid} // {g}",
+                    f"{first} = {gid} * {grp}",
+                    f"{size} = {min_fn}({npm} - {first}, {grp})",
+                )
+            ]
             body: list[Any] = list(block.body)
             body[m["k_m"]] = _set_value(body[m["k_m"]], f"{first} + (({pid} % {g}) % {size})")
             body[m["k_n"]] = _set_value(body[m["k_n"]], f"({pid} % {g}) // {size}")

@@ -202,10 +202,16 @@ class MaskFreeEvenPath(RewritePass):
         def run() -> list[Site]:
             _, finder, _ = _find(source)
             return [
-                self.site("backward", i, line, fn.name.value,
-                          f"mask-free branch under `{p.get('flag') or p['test']}`", **p)
+                self.site(
+                    "backward",
+                    i,
+                    line,
+                    fn.name.value,
+                    f"mask-free branch under `{p.get('flag') or p['test']}`",
+                    **p,
+                )
                 for i, (_, fn, line, p) in enumerate(finder.backward)
-            ]  # fmt: skip
+            ]
 
         return self.safe_sites(run)
 
@@ -275,10 +281,15 @@ class MaskFreeEvenPath(RewritePass):
             stmts = list(block.body)[a : b + 1]
             helpers = {k for k, s in enumerate(stmts) if _helper(s, fn, stmts[k + 1 :])}
             rw = _Rewrite(
-                fn, flag, block=block, span=(a, b, helpers), test=test,
-                negated=bool(p.get("negated")), heuristic=p.get("heuristic", ""),
+                fn,
+                flag,
+                block=block,
+                span=(a, b, helpers),
+                test=test,
+                negated=bool(p.get("negated")),
+                heuristic=p.get("heuristic", ""),
                 param_index=int(p.get("param_index", 10**6)),
-            )  # fmt: skip
+            )
             reason = f"added a mask-free path under `{test}` in {fn.name.value}"
             return RewriteResult(True, reason, module.visit(rw).code, site)
 

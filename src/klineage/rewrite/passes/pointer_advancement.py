@@ -293,8 +293,16 @@ class PointerAdvancement(RewritePass):
                 k = next((i for i, s in enumerate(_body(loop)) if _only(s) is adv), None)
                 tail = len(loop.body.body) - 1 - k if k is not None else 0
                 what = f"{p} += {step} in the loop at line {pos[loop].start.line}"
-                site = self.site("backward", len(out), pos[adv].start.line, found[1].name.value,
-                                 what, pointer=p, step=step, tail_offset=tail)  # fmt: skip
+                site = self.site(
+                    "backward",
+                    len(out),
+                    pos[adv].start.line,
+                    found[1].name.value,
+                    what,
+                    pointer=p,
+                    step=step,
+                    tail_offset=tail,
+                )
                 out.append((site, (found, adv, k)))
         return module, out, pos
 
@@ -368,8 +376,15 @@ class PointerAdvancement(RewritePass):
                     continue
                 if _unsafe(found, p, len(loop.body.body) - 1, pos) is None:
                     what = f"{p} recomputed from the loop index each iteration"
-                    site = self.site("forward", len(out), pos[stmt].start.line, found[1].name.value,
-                                     what, pointer=p, step=step)  # fmt: skip
+                    site = self.site(
+                        "forward",
+                        len(out),
+                        pos[stmt].start.line,
+                        found[1].name.value,
+                        what,
+                        pointer=p,
+                        step=step,
+                    )
                     out.append((site, (found, k, base)))
         return module, out
 

@@ -104,8 +104,11 @@ class _Lift(cst.CSTTransformer):
                     and isinstance(value, cst.Tuple)
                     and len(target.elements) == len(value.elements)
                 ):
-                    pairs = [(t, v) for t, v in zip(target.elements, value.elements, strict=True)
-                             if not (isinstance(t.value, cst.Name) and t.value.value in self.locals)]  # fmt: skip
+                    pairs = [
+                        (t, v)
+                        for t, v in zip(target.elements, value.elements, strict=True)
+                        if not (isinstance(t.value, cst.Name) and t.value.value in self.locals)
+                    ]
                     if not pairs:
                         continue
                     if len(pairs) == 1:
@@ -116,9 +119,29 @@ class _Lift(cst.CSTTransformer):
                     else:
                         last = len(pairs) - 1
                         small = small.with_changes(
-                            targets=[small.targets[0].with_changes(target=target.with_changes(elements=[t.with_changes(comma=cst.MaybeSentinel.DEFAULT if i == last else t.comma) for i, (t, _) in enumerate(pairs)]))],
-                            value=value.with_changes(elements=[v.with_changes(comma=cst.MaybeSentinel.DEFAULT if i == last else v.comma) for i, (_, v) in enumerate(pairs)]),
-                        )  # fmt: skip
+                            targets=[
+                                small.targets[0].with_changes(
+                                    target=target.with_changes(
+                                        elements=[
+                                            t.with_changes(
+                                                comma=cst.MaybeSentinel.DEFAULT
+                                                if i == last
+                                                else t.comma
+                                            )
+                                            for i, (t, _) in enumerate(pairs)
+                                        ]
+                                    )
+                                )
+                            ],
+                            value=value.with_changes(
+                                elements=[
+                                    v.with_changes(
+                                        comma=cst.MaybeSentinel.DEFAULT if i == last else v.comma
+                                    )
+                                    for i, (_, v) in enumerate(pairs)
+                                ]
+                            ),
+                        )
             body.append(small)
         if not body:
             return cst.RemovalSentinel.REMOVE
@@ -149,8 +172,11 @@ class _Lift(cst.CSTTransformer):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         func = original.func
-        if not (isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name)
-                and func.value.value == self.launch.kernel):  # fmt: skip
+        if not (
+            isinstance(func, cst.Subscript)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == self.launch.kernel
+        ):
             return updated
         args = [
             a
@@ -162,8 +188,10 @@ class _Lift(cst.CSTTransformer):
         new = updated.with_changes(args=args)
         if self.grid_name is None and isinstance(func.slice[0].slice, cst.Index):
             grid = func.slice[0].slice.value
-            if any((t.local and _reads(grid, t.local)) or (not t.local and _tile_counts(grid, t.value))
-                   for t in self.launch.tunables):  # fmt: skip
+            if any(
+                (t.local and _reads(grid, t.local)) or (not t.local and _tile_counts(grid, t.value))
+                for t in self.launch.tunables
+            ):
                 sub = updated.func
                 assert isinstance(sub, cst.Subscript)
                 element = sub.slice[0].with_changes(slice=cst.Index(self._meta(grid)))
@@ -240,11 +268,20 @@ class Tunables(RewritePass):
             sites = []
             for i, launch in enumerate(x for x in analyse(source) if not x.problem):
                 names = ", ".join(f"{t.name}={t.value}" for t in launch.tunables) or "no sizes"
-                sites.append(self.site("forward", i, launch.line, launch.function,
-                                       f"{launch.kernel}: {names}, num_warps={launch.warps}"
-                                       + (f", num_stages={launch.stages}" if launch.stages else ""),
-                                       kernel=launch.kernel, current=launch.current(),
-                                       space=len(launch.space()), keys=launch.keys))  # fmt: skip
+                sites.append(
+                    self.site(
+                        "forward",
+                        i,
+                        launch.line,
+                        launch.function,
+                        f"{launch.kernel}: {names}, num_warps={launch.warps}"
+                        + (f", num_stages={launch.stages}" if launch.stages else ""),
+                        kernel=launch.kernel,
+                        current=launch.current(),
+                        space=len(launch.space()),
+                        keys=launch.keys,
+                    )
+                )
             return sites
 
         result = self.safe(run)
