@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,19 +33,13 @@ from klineage.gate.request import Event
 from klineage.lineage.walk import candidate_file, sha
 from klineage.llm.base import LLMBackend
 from klineage.metrics import geomean
-from klineage.optimize.decide import (
-    _curve_point,
-    cpu_regimes_of,
-    folded,
-    keep_decision,
-    speedup,
-)
+from klineage.optimize.decide import cpu_regimes_of, speedup
 from klineage.optimize.materialize import LLMMaterializer, Materialized, mechanical
 from klineage.optimize.policies import CPU_CONFIGS, Context, Proposal, get_policy
 from klineage.optimize.summary import RegimeSummary, RunSummary
+from klineage.optimize.trials import State, TrialRecorder
 from klineage.problem.loader import check_overrides, read_source
 from klineage.problem.shapes import features, regime_shapes
-from klineage.skills.conditions import PAYS_OFF
 from klineage.skills.model import Skill
 from klineage.store import Store
 from klineage.store.db import TrialRow
@@ -84,20 +77,6 @@ class Settings:
     seed: int = 0
     repair: bool = True
     llm_timeout_s: float = 300.0
-
-
-@dataclass
-class State:
-    best_source: str
-    best_gate: dict[str, Any]
-    gate_calls: int = 0
-    tokens: int = 0
-    seq: int = 0
-    feedback: str = ""
-    seen: dict[str, int] = field(default_factory=dict)  # candidate sha -> trial seq
-    curve: list[tuple[int, float]] = field(default_factory=list)  # (gate calls, speedup vs start)
-    # Correct-but-not-faster mechanical proposals, with the best kernel they were last tried on.
-    retry: list[tuple[Proposal, str]] = field(default_factory=list)
 
 
 class Optimizer:
@@ -250,7 +229,6 @@ class Optimizer:
         st = State(self.kernel_src, start_gate, seen={sha(self.kernel_src): 0})
         st.curve.append((0, 1.0))
         self.start_gate = start_gate
-        prior = {t.seq: t for t in self.store.trials(self.run_id)}
         ctx = Context(
             self.problem,
             self.kernel,
@@ -264,13 +242,24 @@ class Optimizer:
             memory=self.memory,
             configs=self.config.configs_per_call if self.device == "cuda" else CPU_CONFIGS,
         )
-        reason = self._loop(ctx, st, prior)
+        trials = TrialRecorder(
+            self.store,
+            self.run_id,
+            {t.seq: t for t in self.store.trials(self.run_id)},
+            gate=lambda source, base: self.gate(source, self.config, base),
+            device=self.device,
+            timed=self.timed,
+            margin=s.margin,
+            start_gate=start_gate,
+            emit=self.emit,
+        )
+        reason = self._loop(ctx, st, trials)
         summary = self.summary(st, reason)
         self.store.update_run(self.run_id, status="done", stop_reason=reason, summary=summary)
         self.emit("done", {"id": self.run_id, "reason": reason})
         return summary
 
-    def _loop(self, ctx: Context, st: State, prior: dict[int, TrialRow]) -> str:
+    def _loop(self, ctx: Context, st: State, trials: TrialRecorder) -> str:
         s = self.settings
         proposals: Iterator[Proposal] = self.policy.proposals(ctx)
         while True:
@@ -290,7 +279,7 @@ class Optimizer:
                         else "no proposal left"
                     )
                 prop = retry
-            self._try(prop, st, prior, ctx)
+            self._try(prop, st, trials, ctx)
 
     def _retry(self, st: State) -> Proposal | None:
         """With budget left after the policy's last proposal: a mechanical proposal that was
@@ -308,18 +297,16 @@ class Optimizer:
                 return replace(prop, label=label)
         return None
 
-    def _try(self, prop: Proposal, st: State, prior: dict[int, TrialRow], ctx: Context) -> None:
+    def _try(self, prop: Proposal, st: State, trials: TrialRecorder, ctx: Context) -> None:
         if prop.materializer == "llm" and self.llm is None:
-            self._record(
-                st, prior, prop, "llm", Materialized(None, "needs an LLM (--llm) to be written")
-            )
+            trials.record(st, prop, "llm", Materialized(None, "needs an LLM (--llm) to be written"))
             return
         if prop.materializer == "mechanical":
             base_sha = sha(st.best_source)
-            m = self._replayed(st, prior, prop, "mechanical") or mechanical(
+            m = trials.replayed(st, prop, "mechanical") or mechanical(
                 st.best_source, prop.pass_name or "", prop.params
             )
-            t = self._record(st, prior, prop, "mechanical", m)
+            t = trials.record(st, prop, "mechanical", m)
             known = [i for i, (q, _) in enumerate(st.retry) if q.key == prop.key]
             if t is not None and t.kept and known:  # in the kernel now: never again
                 del st.retry[known[0]]
@@ -332,7 +319,7 @@ class Optimizer:
             if self.settings.budget <= st.gate_calls:
                 return
         assert self.llm is not None
-        replay = self._replayed(st, prior, prop, "llm")
+        replay = trials.replayed(st, prop, "llm")
         m = replay or self.llm.propose(
             self.problem_src, st.best_source, prop.skill, self.regime_text, st.feedback, prop.notes
         )
@@ -352,7 +339,7 @@ class Optimizer:
                 Message("assistant", replay.reply or ""),
             ]
         base = st.best_source
-        trial = self._record(st, prior, prop, "llm", m)
+        trial = trials.record(st, prop, "llm", m)
         if (
             trial is not None
             and trial.gated
@@ -361,127 +348,8 @@ class Optimizer:
             and st.gate_calls < self.settings.budget
             and st.best_source == base
         ):
-            r = self._replayed(st, prior, prop, "llm-repair") or self.llm.repair(m, trial.message)
-            self._record(st, prior, prop, "llm-repair", r)
-
-    def _replayed(
-        self, st: State, prior: dict[int, TrialRow], prop: Proposal, materializer: str
-    ) -> Materialized | None:
-        t = prior.get(st.seq + 1)
-        if t is None:
-            return None
-        if (
-            t.proposal != prop.key
-            or t.materializer != materializer
-            or t.base_sha != sha(st.best_source)
-        ):
-            raise KLineageError(
-                f"run {self.run_id}: the stored trajectory diverges at trial {t.seq} (stored {t.proposal} "
-                f"{t.materializer}, now {prop.key} {materializer}); rerun with --fresh to start over"
-            )
-        return Materialized(t.candidate, t.message, 0, t.tokens_in, t.tokens_out, t.reply)
-
-    def _record(
-        self,
-        st: State,
-        prior: dict[int, TrialRow],
-        prop: Proposal,
-        materializer: str,
-        m: Materialized,
-    ) -> TrialRow | None:
-        st.seq += 1
-        st.tokens += m.tokens_in + m.tokens_out
-        base_sha = sha(st.best_source)
-        stored = prior.get(st.seq)
-        if stored is not None:  # replay: the outcome is in the store
-            self._apply(st, stored)
-            self.emit("trial", {"replayed": True, **self._event(stored, prop)})
-            return stored
-        t0 = time.perf_counter()
-        fields: dict[str, Any] = {
-            "tokens_in": m.tokens_in,
-            "tokens_out": m.tokens_out,
-            "reply": m.reply,
-            "predicted": prop.predicted,
-        }
-        if m.source is None:
-            fields["message"] = m.reason
-        elif sha(m.source) in st.seen:
-            fields.update(
-                candidate=m.source,
-                candidate_sha=sha(m.source),
-                message=f"same kernel as trial {st.seen[sha(m.source)]}; not gated again",
-            )
-        else:
-            self.emit("gating", {"seq": st.seq, "label": prop.label, "materializer": materializer})
-            g = self.gate(m.source, self.config, st.best_source)
-            gate = g.model_dump(mode="json")
-            fields.update(
-                candidate=m.source,
-                candidate_sha=sha(m.source),
-                gated=True,
-                accepted=g.accepted,
-                gate=gate,
-                failed_stage=g.failed_stage.value if g.failed_stage else None,
-                message=(m.reason if g.accepted else g.message),
-            )
-            if g.accepted:
-                fields.update(self._judge(st, gate, prop))
-        fields["seconds"] = time.perf_counter() - t0
-        self.store.add_trial(
-            self.run_id,
-            st.seq,
-            prop.key,
-            prop.label,
-            prop.skill.id if prop.skill else None,
-            materializer,
-            base_sha,
-            **fields,
-        )
-        trial = next(t for t in self.store.trials(self.run_id) if t.seq == st.seq)
-        self._apply(st, trial)
-        self.emit("trial", {"replayed": False, **self._event(trial, prop)})
-        return trial
-
-    def _judge(self, st: State, gate: dict[str, Any], prop: Proposal) -> dict[str, Any]:
-        """Whether an accepted candidate becomes the new best, and by how much it is faster."""
-        if self.device == "cuda":
-            return keep_decision(speedup(st.best_gate, gate, self.timed), self.settings.margin)
-        kept = prop.predicted is not None and prop.predicted >= PAYS_OFF
-        return {
-            "kept": kept,
-            "message": (
-                f"kept (predicted, not measured): the skill predicts {prop.predicted:.2f}x"
-                if kept
-                else "correct; no predicted gain, so not kept (nothing is timed on the CPU)"
-            ),
-        }
-
-    def _apply(self, st: State, t: TrialRow) -> None:
-        if t.gated:
-            st.gate_calls += 1
-            st.feedback = "accepted" if t.accepted else t.message
-            if t.candidate_sha:
-                st.seen.setdefault(t.candidate_sha, t.seq)
-        if t.kept and t.candidate and t.gate:
-            st.best_source, st.best_gate = folded(t.candidate, t.gate)
-        if t.gated:
-            st.curve.append(
-                (st.gate_calls, _curve_point(speedup(self.start_gate, st.best_gate, self.timed)))
-            )
-
-    @staticmethod
-    def _event(t: TrialRow, prop: Proposal) -> dict[str, Any]:
-        return {
-            "seq": t.seq,
-            "label": prop.label,
-            "materializer": t.materializer,
-            "gated": t.gated,
-            "accepted": t.accepted,
-            "kept": t.kept,
-            "speedup": t.speedup,
-            "message": t.message,
-        }
+            r = trials.replayed(st, prop, "llm-repair") or self.llm.repair(m, trial.message)
+            trials.record(st, prop, "llm-repair", r)
 
     # the result ---------------------------------------------------------------------------
 
