@@ -7,8 +7,9 @@ comparison and no klineage module that it could read, patch or detect. The paren
 (gate/session.py) sends commands as JSON lines on one file descriptor and reads replies on
 another; every output the candidate computes is written to a file as tensors, and the parent
 compares it with the reference, which ran in another process. Its own modules are copied
-beside it and imported as plain siblings: harness_monitors.py (the instrumentation) and
-devtime.py (the timing); neither imports klineage either.
+beside it and imported as plain siblings: harness_monitors.py (the instrumentation),
+harness_gpu.py (the graph replay check, the device kernel list, timing) and devtime.py (the
+timer); none of them imports klineage either.
 
 What runs here (harness_monitors.py) is instrumentation that reports what the forward did (aten ops outside Triton
 launches, host reads of tensor memory, threads, forks, ctypes, sockets, custom ops, tensor
@@ -32,7 +33,7 @@ from typing import Any
 # its folder off the path, so it is put there for these imports only.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    import devtime as DEVTIME
+    import harness_gpu as GPU
     from harness_monitors import (
         STATE,
         install_mode_guards,
@@ -330,144 +331,22 @@ class Harness:
             "seconds": seconds,
         }
 
-    # GPU: graph replay check and timing -------------------------------------------------------
-    def graph_check(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """Capture forward in a CUDA graph on this regime's buffers, then for each input file:
-        copy it into the captured buffers, replay, save the outputs. Host-side work (threads,
-        caches, Python compute) does not survive replay: only the captured device work runs."""
-        import torch
-
-        regime = cmd["regime"]
-        model = self.model(regime, cmd["init"])
-        static = [
-            v.to(self.device) if isinstance(v, torch.Tensor) else v
-            for v in torch.load(cmd["inputs"][0], weights_only=True)["inputs"]
-        ]
-        with torch.no_grad():
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(3):
-                    model(*static)  # warm up: autotuners tune, kernels compile
-            torch.cuda.current_stream().wait_stream(stream)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            try:
-                with torch.cuda.graph(graph):
-                    out = model(*static)
-            except Exception as e:
-                return {
-                    "id": cmd["id"],
-                    "ok": False,
-                    "capture_failed": True,
-                    "error": short_error(e),
-                }
-        outs = list(out) if isinstance(out, list | tuple) else [out]
-        files = []
-        for path, dest in zip(cmd["inputs"][1:], cmd["outs"], strict=True):
-            values = torch.load(path, weights_only=True)["inputs"]
-            for dst, src in zip(static, values, strict=True):
-                if isinstance(dst, torch.Tensor):
-                    dst.copy_(src.to(self.device))
-            graph.replay()
-            torch.cuda.synchronize()
-            torch.save(
-                {
-                    "outputs": [
-                        o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o
-                        for o in outs
-                    ],
-                    "tuple": isinstance(out, list | tuple),
-                },
-                dest,
-            )
-            files.append(dest)
-        self.graphs[regime] = (graph, static)
-        return {"id": cmd["id"], "ok": True, "outs": files}
-
-    def kernels(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """The device kernels one forward ran, by name (profiler, CUDA activity)."""
-        import torch
-        from torch.profiler import ProfilerActivity, profile
-
-        model = self.model(cmd["regime"], cmd["init"])
-        values = [
-            v.to(self.device) if isinstance(v, torch.Tensor) else v
-            for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]
-        ]
-        with torch.no_grad():
-            model(*values)
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                model(*values)
-                torch.cuda.synchronize()
-        names = sorted(
-            {
-                e.name
-                for e in prof.events()
-                if getattr(e, "device_type", None) is not None
-                and "cuda" in str(e.device_type).lower()
-            }
-        )
-        return {
-            "id": cmd["id"],
-            "ok": True,
-            "device_kernels": names,
-            "launched": sorted(STATE.kernels),
-        }
-
-    def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """One round of timing on a regime (gate/devtime.py): device samples by graph replay,
-        host samples by eager launches. The timer (input sets, captured graph) is built on the
-        first round and kept, so later rounds are comparable. With force_config, every
-        autotuned kernel runs that config of its table (the gate's config sweep); the input
-        sets of a regime are shared by its configs, and a timer asked with keep=false is
-        dropped after its samples (a sweep times each config once)."""
-        import torch
-
-        regime, force = cmd["regime"], cmd.get("force_config")
-        key = regime if force is None else f"{regime}#{force}"
-        STATE.force_config = force
-        try:
-            timer = self.timers.get(key)
-            if timer is None:
-                sets = self.input_sets.get(regime)
-                if sets is None:
-                    values = [
-                        v.to(self.device) if isinstance(v, torch.Tensor) else v
-                        for v in torch.load(cmd["inputs"], weights_only=True)["inputs"]
-                    ]
-                    sets = self.input_sets[regime] = DEVTIME.input_sets(values, DEVTIME.l2_bytes())
-                timer = DEVTIME.Timer(self.model(regime, cmd["init"]), sets[0], sets=sets)
-                if cmd.get("keep", True):
-                    self.timers[key] = timer
-            n = int(cmd["samples"])
-            device, host = timer.device_samples(n), timer.host_samples(n)
-        finally:
-            STATE.force_config = None
-        return {
-            "id": cmd["id"],
-            "ok": True,
-            "device": device,
-            "host": host,
-            "capture_error": timer.capture_error,
-            "sets": timer.calls,
-            "picked": dict(STATE.picked),
-            "forced": dict(STATE.forced),
-        }
-
     def dispatch(self, cmd: dict[str, Any]) -> dict[str, Any] | None:
         op = cmd.get("op")
         if op == "load":
             return {"id": cmd.get("id", 0), **self.load(cmd)}
         if op == "call":
             return self.call(cmd)
+        reply: dict[str, Any]  # harness_gpu is a sibling script: typed here, where it is used
         if op == "graph_check":
-            return self.graph_check(cmd)
+            reply = GPU.graph_check(self, cmd, short_error)
+            return reply
         if op == "kernels":
-            return self.kernels(cmd)
+            reply = GPU.kernels(self, cmd)
+            return reply
         if op == "time":
-            return self.time(cmd)
+            reply = GPU.time_round(self, cmd)
+            return reply
         if op == "exit":
             return None
         return {"id": cmd.get("id", 0), "ok": False, "error": f"unknown op {op!r}"}

@@ -45,7 +45,8 @@ HARNESS = Path(__file__).with_name("harness.py")
 # The harness's own modules (no klineage imports), copied beside it and imported as siblings:
 # its monitors and its timing.
 HARNESS_SIBLINGS = tuple(
-    Path(__file__).with_name(name) for name in ("harness_monitors.py", "devtime.py")
+    Path(__file__).with_name(name)
+    for name in ("harness_monitors.py", "harness_gpu.py", "devtime.py")
 )
 
 
