@@ -1,6 +1,7 @@
 """column_tiling's analysis (not a pass): a file's one-column-per-program launches and whether
 each kernel can take BLOCK_N adjacent columns a program (rewrite/passes/column_tiling.py says
-what is rewritten). It sits in passes/ beside multi_row_analysis, whose call checks it reuses.
+what is rewritten). It sits in passes/ beside multi_row_analysis, whose call checks, launch
+checks (launch_problem, block_of) and taint walk (flows_from) it reuses.
 
 What makes a site, read from the structure and never from names:
 - the grid is a literal 1-tuple `(n,)` and the program id (axis 0) is the only thing that
@@ -21,25 +22,26 @@ Anything else is not proven and `problem` says why. No rewriting here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
 from klineage.rewrite.base import dotted
 from klineage.rewrite.passes.multi_row_analysis import (
     REDUCTIONS,
+    Launched,
     _Check,
     _depends,
     _row_dependent,
-    _tl_roots,
+    analyse_launches,
+    block_of,
+    flows_from,
+    launch_problem,
 )
 from klineage.rewrite.passes.rows_per_program import (
     Ctx,
     Launch,
-    _triton_alias,
-    bind,
     code,
-    constexprs,
     walk,
 )
 
@@ -47,16 +49,9 @@ LOOP_RANGES = {"range", "tl.range", "triton.language.range", "tl.static_range"}
 
 
 @dataclass
-class Analysis:
-    launch: Launch
-    kernel: str
-    line: int
-    function: str
-    problem: str = ""
-    block: str = ""  # the launch's value of the row block (the arange bound)
+class Analysis(Launched):
+    # block: the launch's value of the row block (the arange bound); "1" for a serial walk
     cols: str = ""  # the grid's column count
-    # carried accumulators started from a literal: the Assign node -> the literal's Triton dtype
-    widen: dict[int, str] = field(default_factory=dict)
 
 
 def _assign_targets(st: cst.BaseSmallStatement) -> list[cst.BaseExpression]:
@@ -95,30 +90,9 @@ def _is_vector_start(e: cst.BaseExpression, roots: set[str]) -> bool:
 
 def _shaped(fn: cst.FunctionDef, roots: set[str]) -> set[str]:
     """Names whose value comes from a tl call (a tensor after the rewrite, never a scalar)."""
-    out: set[str] = set()
-
-    def tensor(node: cst.CSTNode) -> bool:
-        return any(
-            (isinstance(x, cst.Call) and dotted(x.func).split(".")[0] in roots)
-            or (isinstance(x, cst.Name) and x.value in out)
-            for x in walk(node)
-        )
-
-    changed = True
-    while changed:
-        changed = False
-        for n in walk(fn.body):
-            if (
-                isinstance(n, cst.Assign | cst.AugAssign | cst.AnnAssign)
-                and n.value is not None
-                and tensor(n.value)
-            ):
-                for t in _assign_targets(n):
-                    for x in walk(t):
-                        if isinstance(x, cst.Name) and x.value not in out:
-                            out.add(x.value)
-                            changed = True
-    return out
+    return flows_from(
+        fn, lambda x: isinstance(x, cst.Call) and dotted(x.func).split(".")[0] in roots, False
+    )
 
 
 class _Kernel:
@@ -127,7 +101,7 @@ class _Kernel:
     def __init__(self, ctx: Ctx, kdef: cst.FunctionDef, roots: set[str]) -> None:
         self.kdef = kdef
         self.roots = roots
-        self.check = _Check(ctx.module, roots)
+        self.check = _Check(ctx.module, roots, tile="[B, BLOCK_N]")
         self.dep = _row_dependent(kdef)  # here: names that depend on the column (program id)
         self.shaped = _shaped(kdef, roots)
         self.params = {p.name.value for p in kdef.params.params}
@@ -188,18 +162,7 @@ class _Kernel:
         return None
 
     def calls(self) -> str | None:
-        for n in walk(self.kdef.body):
-            if isinstance(n, cst.Return):
-                return "a return in the kernel"
-            if isinstance(n, cst.Subscript):
-                return f"indexing `{code(n)}` (a 2-D tile already?)"
-            if isinstance(n, cst.Lambda | cst.IfExp | cst.ListComp | cst.GeneratorExp):
-                return f"`{code(n)}`"
-            if isinstance(n, cst.Call) and id(n) not in self.headers:
-                why = self.check.call(n, helper=False)
-                if why:
-                    return why.replace("[ROWS, B]", "[B, BLOCK_N]")
-        return None
+        return self.check.expressions(self.kdef, self.headers)
 
     def carried(self) -> str | None:
         """Each loop carries only per-column accumulators and scalar counters."""
@@ -360,41 +323,15 @@ def _reads(
 
 
 def analyse(source: str) -> tuple[Ctx, list[Analysis]]:
-    ctx = Ctx(source)
-    roots = _tl_roots(ctx.module)
-    counts: dict[str, int] = {}
-    for la in ctx.launches:
-        counts[la.kernel] = counts.get(la.kernel, 0) + 1
-    out = []
-    for la in ctx.launches:
-        kdef = ctx.kernels.get(la.kernel)
-        if kdef is None:
-            continue
-        a = Analysis(la, la.kernel, la.line, la.func.name.value)
-        out.append(a)
-        a.problem = _problem(ctx, la, kdef, roots, counts[la.kernel], a)
-    return ctx, out
+    return analyse_launches(source, Analysis, _problem)
 
 
 def _problem(
     ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], count: int, a: Analysis
 ) -> str:
-    if len(kdef.decorators) != 1:
-        return f"{la.kernel} has decorators besides @triton.jit (autotuned or heuristics)"
-    if count > 1:
-        return f"{la.kernel} is launched from {count} places"
-    params = kdef.params
-    if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.star_kwarg or params.kwonly_params:  # fmt: skip
-        return f"{la.kernel} has *args/**kwargs/keyword-only parameters"
-    if any(p.default is not None for p in params.params) or params.posonly_params:
-        return f"{la.kernel} has parameter defaults (new parameters would follow them)"
-    grid = la.grid
-    if not (isinstance(grid, cst.Tuple | cst.List) and len(grid.elements) == 1
-            and isinstance(grid.elements[0], cst.Element)):  # fmt: skip
-        return f"grid `{code(grid)}` is not a literal 1-D tuple (n_cols,)"
-    a.cols = code(grid.elements[0].value)
-    if _triton_alias(ctx.module) is None:
-        return "no `import triton` for triton.cdiv in the launcher"
+    unfit, a.cols = launch_problem(ctx, la, kdef, count, "n_cols")
+    if unfit:
+        return unfit
     k = _Kernel(ctx, kdef, roots)
     why = k.statements() or k.calls() or k.carried()
     if why:
@@ -414,14 +351,5 @@ def _problem(
     if not k.check.aranges:
         a.block = "1"  # a serial walk one row a step: [1, BLOCK_N] tiles
         return ""
-    bound = next(iter(k.check.aranges))
-    args = bind(la.call, kdef)
-    if bound in constexprs(kdef):
-        if bound not in args:
-            return f"the launch does not pass {bound}"
-        a.block = code(args[bound])
-    elif bound.isdigit():
-        a.block = bound
-    else:
-        return f"tl.arange(0, {bound}): the bound is not a constexpr parameter or literal"
-    return ""
+    a.block, unbound = block_of(la, kdef, next(iter(k.check.aranges)))
+    return unbound

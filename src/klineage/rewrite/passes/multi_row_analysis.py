@@ -8,12 +8,16 @@ imported first, load the passes package and with it multi_row before its own nam
 grid's row count, the block (the one tl.arange bound) and `problem`: why the rewrite is not sound
 for it (empty for a site). The kernel must be straight-line code whose operations broadcast lane
 by lane on a [ROWS, B] tile; `_row_dependent` names the values that depend on the program id
-(a load or store that uses one gets `& row_ok`). No rewriting here.
+(a load or store that uses one gets `& row_ok`). No rewriting here. column_tiling_analysis
+builds on the parts that do not read rows: `Launched`, `analyse_launches`, `launch_problem`,
+`block_of`, `flows_from` and the call checks of `_Check`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
@@ -41,14 +45,26 @@ BUILTINS = {"float", "int", "bool", "min", "max", "abs"}  # on constexprs and li
 
 
 @dataclass
-class Analysis:
+class Launched:
+    """One launch of a file's own kernel, as an analysis (this one, column_tiling's) finds it."""
+
     launch: Launch
     kernel: str
     line: int
     function: str
-    problem: str = ""
+    problem: str = ""  # why the rewrite is not sound for it ("" for a site)
     block: str = ""  # the launch's value of the arange bound
+    # carried accumulators started from a literal: the Assign node -> the literal's Triton dtype
+    # (column_tiling's loops; none in multi_row's straight-line kernels)
+    widen: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class Analysis(Launched):
     rows: str = ""  # the grid's row count
+
+
+A = TypeVar("A", bound=Launched)
 
 
 def _tl_roots(module: cst.Module) -> set[str]:
@@ -97,8 +113,9 @@ def _axis0(call: cst.Call) -> str | None:
 class _Check:
     """Walks a kernel (and its helpers) for what the rewrite cannot handle."""
 
-    def __init__(self, module: cst.Module, roots: set[str]) -> None:
+    def __init__(self, module: cst.Module, roots: set[str], tile: str = "[ROWS, B]") -> None:
         self.roots = roots
+        self.tile = tile  # the rewritten tile, for the message on a tl call of unknown shape
         self.helpers = {
             s.name.value: s
             for s in module.body
@@ -118,9 +135,11 @@ class _Check:
         return None
 
     def kernel(self, fn: cst.FunctionDef) -> str | None:
-        why = self.statements(fn)
-        if why:
-            return why
+        return self.statements(fn) or self.expressions(fn, set())
+
+    def expressions(self, fn: cst.FunctionDef, skip: set[int]) -> str | None:
+        """Why an expression in the kernel fn cannot be rewritten; calls whose id() is in skip
+        (column_tiling's loop headers) are not checked."""
         for n in walk(fn.body):
             if isinstance(n, cst.Return):
                 return "a return in the kernel"
@@ -128,7 +147,7 @@ class _Check:
                 return f"indexing `{code(n)}` (a 2-D tile already?)"
             if isinstance(n, cst.Lambda | cst.IfExp | cst.ListComp | cst.GeneratorExp):
                 return f"`{code(n)}`"
-            if isinstance(n, cst.Call):
+            if isinstance(n, cst.Call) and id(n) not in skip:
                 why = self.call(n, helper=False)
                 if why:
                     return why
@@ -193,19 +212,24 @@ class _Check:
             return None
         if last.startswith("atomic_"):
             return f"{callee}: atomics"
-        return f"{callee} (not known to work lane by lane on a [ROWS, B] tile)"
+        return f"{callee} (not known to work lane by lane on a {self.tile} tile)"
 
 
 def _row_dependent(fn: cst.FunctionDef) -> set[str]:
     """Names whose value depends on the program id (through any chain of assignments)."""
-    tainted: set[str] = set()
+    return flows_from(
+        fn, lambda x: isinstance(x, cst.Call) and dotted(x.func).endswith("program_id"), True
+    )
 
-    def dep(node: cst.CSTNode) -> bool:
-        return any(
-            (isinstance(x, cst.Call) and dotted(x.func).endswith("program_id"))
-            or (isinstance(x, cst.Name) and x.value in tainted)
-            for x in walk(node)
-        )
+
+def flows_from(fn: cst.FunctionDef, seed: Callable[[cst.CSTNode], bool], updates: bool) -> set[str]:  # fmt: skip
+    """Names assigned, through any chain of assignments, a value with a node under it for which
+    seed holds or a name already found; with `updates`, also the names in an augmented
+    assignment's target when the target has such a node (`x[pid] += v` taints x)."""
+    found: set[str] = set()
+
+    def reads(node: cst.CSTNode) -> bool:
+        return any(seed(x) or (isinstance(x, cst.Name) and x.value in found) for x in walk(node))
 
     changed = True
     while changed:
@@ -213,16 +237,26 @@ def _row_dependent(fn: cst.FunctionDef) -> set[str]:
         for n in walk(fn.body):
             if isinstance(n, cst.Assign | cst.AugAssign | cst.AnnAssign) and n.value is not None:
                 targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else [n.target]
-                if dep(n.value) or (isinstance(n, cst.AugAssign) and dep(n.target)):
+                if reads(n.value) or (updates and isinstance(n, cst.AugAssign) and reads(n.target)):
                     for t in targets:
                         for x in walk(t):
-                            if isinstance(x, cst.Name) and x.value not in tainted:
-                                tainted.add(x.value)
+                            if isinstance(x, cst.Name) and x.value not in found:
+                                found.add(x.value)
                                 changed = True
-    return tainted
+    return found
 
 
 def analyse(source: str) -> tuple[Ctx, list[Analysis]]:
+    return analyse_launches(source, Analysis, _problem)
+
+
+def analyse_launches(
+    source: str,
+    kind: type[A],
+    problem: Callable[[Ctx, Launch, cst.FunctionDef, set[str], int, A], str],
+) -> tuple[Ctx, list[A]]:
+    """The file's parsed context and an analysis of each launch of its own kernels, with
+    problem(ctx, launch, kernel, triton roots, the kernel's launch count, the analysis)."""
     ctx = Ctx(source)
     roots = _tl_roots(ctx.module)
     counts: dict[str, int] = {}
@@ -233,35 +267,58 @@ def analyse(source: str) -> tuple[Ctx, list[Analysis]]:
         kdef = ctx.kernels.get(la.kernel)
         if kdef is None:
             continue
-        a = Analysis(la, la.kernel, la.line, la.func.name.value)
+        a = kind(la, la.kernel, la.line, la.func.name.value)
         out.append(a)
-        a.problem = _problem(ctx, la, kdef, roots, counts[la.kernel], a)
+        a.problem = problem(ctx, la, kdef, roots, counts[la.kernel], a)
     return ctx, out
 
 
-def _problem(
-    ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], count: int, a: Analysis
-) -> str:
+def launch_problem(
+    ctx: Ctx, la: Launch, kdef: cst.FunctionDef, count: int, n: str
+) -> tuple[str, str]:
+    """Why the launch cannot take the kernel's two new trailing parameters and a cdiv grid
+    ("" if it can), and its 1-D grid's count (`n` names it in the message)."""
     if len(kdef.decorators) != 1:
-        return f"{la.kernel} has decorators besides @triton.jit (autotuned or heuristics)"
+        return f"{la.kernel} has decorators besides @triton.jit (autotuned or heuristics)", ""
     if count > 1:
-        return f"{la.kernel} is launched from {count} places"
+        return f"{la.kernel} is launched from {count} places", ""
     params = kdef.params
     if (
         params.star_arg is not cst.MaybeSentinel.DEFAULT
         or params.star_kwarg
         or params.kwonly_params
     ):
-        return f"{la.kernel} has *args/**kwargs/keyword-only parameters"
+        return f"{la.kernel} has *args/**kwargs/keyword-only parameters", ""
     if any(p.default is not None for p in params.params) or params.posonly_params:
-        return f"{la.kernel} has parameter defaults (new parameters would follow them)"
+        return f"{la.kernel} has parameter defaults (new parameters would follow them)", ""
     grid = la.grid
     if not (isinstance(grid, cst.Tuple | cst.List) and len(grid.elements) == 1
             and isinstance(grid.elements[0], cst.Element)):  # fmt: skip
-        return f"grid `{code(grid)}` is not a literal 1-D tuple (n_rows,)"
-    a.rows = code(grid.elements[0].value)
+        return f"grid `{code(grid)}` is not a literal 1-D tuple ({n},)", ""
+    size = code(grid.elements[0].value)
     if _triton_alias(ctx.module) is None:
-        return "no `import triton` for triton.cdiv in the launcher"
+        return "no `import triton` for triton.cdiv in the launcher", size
+    return "", size
+
+
+def block_of(la: Launch, kdef: cst.FunctionDef, bound: str) -> tuple[str, str]:
+    """The launch's value of the arange bound, and why there is none ("" if there is)."""
+    args = bind(la.call, kdef)
+    if bound in constexprs(kdef):
+        if bound not in args:
+            return "", f"the launch does not pass {bound}"
+        return code(args[bound]), ""
+    if bound.isdigit():
+        return bound, ""
+    return "", f"tl.arange(0, {bound}): the bound is not a constexpr parameter or literal"
+
+
+def _problem(
+    ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], count: int, a: Analysis
+) -> str:
+    unfit, a.rows = launch_problem(ctx, la, kdef, count, "n_rows")
+    if unfit:
+        return unfit
     check = _Check(ctx.module, roots)
     why = check.kernel(kdef)
     if why:
@@ -272,16 +329,9 @@ def _problem(
         return f"{la.kernel} does not read tl.program_id(0)"
     if len(check.aranges) != 1:
         return f"{la.kernel} has {len(check.aranges) or 'no'} block sizes ({', '.join(sorted(check.aranges))}); one is rewritten"
-    bound = next(iter(check.aranges))
-    args = bind(la.call, kdef)
-    if bound in constexprs(kdef):
-        if bound not in args:
-            return f"the launch does not pass {bound}"
-        a.block = code(args[bound])
-    elif bound.isdigit():
-        a.block = bound
-    else:
-        return f"tl.arange(0, {bound}): the bound is not a constexpr parameter or literal"
+    a.block, unbound = block_of(la, kdef, next(iter(check.aranges)))
+    if unbound:
+        return unbound
     dep = _row_dependent(kdef)
     stores = 0
     for n in walk(kdef.body):
