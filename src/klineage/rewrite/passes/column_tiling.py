@@ -42,11 +42,22 @@ from klineage.rewrite.registry import register
 TILE = 4096  # elements per [B, BLOCK_N] tile, the colsum expert's TILE_ELEMENTS
 MAX_BLOCK_N = 256  # the colsum expert's: 512 contiguous bf16 bytes a row, four full lines
 COLUMNS = tile_rewrite.Tiling(
-    "column_tiling", axis=1, index="cols", ok="col_ok", block="BLOCK_N", count="n_cols",
-    fixed="block_n", cap_key="max_block_n", tile=TILE, cap=MAX_BLOCK_N,
-    shape="[rows, BLOCK_N]", own="row block", unit="columns", effect="loads coalesced along the columns",
+    "column_tiling",
+    axis=1,
+    index="cols",
+    ok="col_ok",
+    block="BLOCK_N",
+    count="n_cols",
+    fixed="block_n",
+    cap_key="max_block_n",
+    tile=TILE,
+    cap=MAX_BLOCK_N,
+    shape="[rows, BLOCK_N]",
+    own="row block",
+    unit="columns",
+    effect="loads coalesced along the columns",
     done="BLOCK_N columns per program",
-)  # fmt: skip
+)
 
 
 @register
@@ -59,17 +70,24 @@ class ColumnTiling(RewritePass):
         "[:, None], reductions axis=0; masks & cols < n_cols; grid cdiv(n_cols, BLOCK_N))."
     )
     CATEGORY = "parallelism"
-    ANCHOR = "one-column-per-program launch kernel[(n_cols,)] of a kernel adding its program id to pointers with unit stride"  # fmt: skip
+    ANCHOR = "one-column-per-program launch kernel[(n_cols,)] of a kernel adding its program id to pointers with unit stride"
 
     def _blocks(self, source: str, one: bool, direction: str) -> list[Site]:
         def run() -> list[Site]:
             found = [b for b in column_blocks(Ctx(source)) if (b.value == "1") == one]
             return [
-                self.site(direction, i, b.line, b.func.name.value,
-                          f"{b.name}={b.value}: columns per program of {', '.join(b.kernels)}",
-                          kind="columns", name=b.name, value=b.value)
+                self.site(
+                    direction,
+                    i,
+                    b.line,
+                    b.func.name.value,
+                    f"{b.name}={b.value}: columns per program of {', '.join(b.kernels)}",
+                    kind="columns",
+                    name=b.name,
+                    value=b.value,
+                )
                 for i, b in enumerate(found)
-            ]  # fmt: skip
+            ]
 
         return self.safe_sites(run)
 
@@ -79,14 +97,24 @@ class ColumnTiling(RewritePass):
     def simplify(self, source: str, site: Site) -> RewriteResult:
         def run() -> RewriteResult:
             ctx = Ctx(source)
-            b = next((x for x in column_blocks(ctx) if x.name == site.params.get("name")
-                      and x.func.name.value == site.function and x.value != "1"), None)  # fmt: skip
+            b = next(
+                (
+                    x
+                    for x in column_blocks(ctx)
+                    if x.name == site.params.get("name")
+                    and x.func.name.value == site.function
+                    and x.value != "1"
+                ),
+                None,
+            )
             if b is None:
                 return RewriteResult.skip(f"no column block {site.params.get('name')} here", site)
             return RewriteResult(
-                True, f"{b.name} = 1: one column per program of {', '.join(b.kernels)}",
-                replaced(ctx, b, "1"), site,
-            )  # fmt: skip
+                True,
+                f"{b.name} = 1: one column per program of {', '.join(b.kernels)}",
+                replaced(ctx, b, "1"),
+                site,
+            )
 
         return self.safe(run)
 
@@ -96,8 +124,10 @@ class ColumnTiling(RewritePass):
         )
         restore = self._blocks(source, one=True, direction="forward")
         n = len(naive)
-        return naive + [Site(x.pass_name, x.direction, n + x.index, x.line, x.function,
-                             x.description, x.params) for x in restore]  # fmt: skip
+        return naive + [
+            Site(x.pass_name, x.direction, n + x.index, x.line, x.function, x.description, x.params)
+            for x in restore
+        ]
 
     def _restore(self, source: str, site: Site, p: dict[str, Any]) -> RewriteResult:
         """Forward in the expert's shape: NAME = 1 back to the expert's expression."""
@@ -105,14 +135,25 @@ class ColumnTiling(RewritePass):
         if not isinstance(value, str) or value == "1":
             return RewriteResult.skip(
                 f"{site.params.get('name')} = 1: the columns per program to restore are not "
-                "given (params['value'])", site,
-            )  # fmt: skip
+                "given (params['value'])",
+                site,
+            )
         ctx = Ctx(source)
-        b = next((x for x in column_blocks(ctx) if x.name == site.params.get("name")
-                  and x.func.name.value == site.function and x.value == "1"), None)  # fmt: skip
+        b = next(
+            (
+                x
+                for x in column_blocks(ctx)
+                if x.name == site.params.get("name")
+                and x.func.name.value == site.function
+                and x.value == "1"
+            ),
+            None,
+        )
         if b is None:
             return RewriteResult.skip(f"no column block {site.params.get('name')} = 1 here", site)
-        return RewriteResult(True, f"{b.name} = {value}: columns per program", replaced(ctx, b, value), site)  # fmt: skip
+        return RewriteResult(
+            True, f"{b.name} = {value}: columns per program", replaced(ctx, b, value), site
+        )
 
     def why_not(self, source: str) -> list[str]:
         """The reason each launch in the file is not a site (empty string for a site)."""

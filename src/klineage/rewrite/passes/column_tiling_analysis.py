@@ -242,7 +242,11 @@ class _Kernel:
             ptr = n.args[0].value
             if not _depends(ptr, self.dep):
                 if last == "store":
-                    return (f"`{code(n)}`: the pointer does not depend on the column (every program writes it)", 0, 0)  # fmt: skip
+                    return (
+                        f"`{code(n)}`: the pointer does not depend on the column (every program writes it)",
+                        0,
+                        0,
+                    )
                 continue
             why = self.unit_stride(ptr)
             if why:
@@ -267,10 +271,11 @@ class _Kernel:
             found = [
                 s
                 for s in walk(self.kdef.body)
-                if isinstance(s, cst.Assign) and any(
+                if isinstance(s, cst.Assign)
+                and any(
                     isinstance(t.target, cst.Name) and t.target.value == e.value for t in s.targets
                 )
-            ]  # fmt: skip
+            ]
             if len(found) == 1:
                 return self._terms(found[0].value, depth + 1)
         return [e]
@@ -288,7 +293,7 @@ class _Kernel:
                 for s in walk(self.kdef.body)
                 if isinstance(s, cst.Assign | cst.AugAssign | cst.AnnAssign)
                 and any(isinstance(t, cst.Name) and t.value == e.value for t in _assign_targets(s))
-            ]  # fmt: skip
+            ]
             return (
                 len(found) == 1
                 and isinstance(found[0], cst.Assign)
@@ -336,7 +341,9 @@ def _problem(
     why = k.statements() or k.calls() or k.carried()
     if why:
         return why
-    if not any(isinstance(n, cst.Call) and dotted(n.func).endswith("program_id") for n in walk(kdef.body)):  # fmt: skip
+    if not any(
+        isinstance(n, cst.Call) and dotted(n.func).endswith("program_id") for n in walk(kdef.body)
+    ):
         return f"{la.kernel} does not read tl.program_id(0)"
     if len(k.check.aranges) > 1:
         return f"{la.kernel} has {len(k.check.aranges)} row blocks ({', '.join(sorted(k.check.aranges))}); one is rewritten"

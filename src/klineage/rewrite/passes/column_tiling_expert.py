@@ -98,9 +98,13 @@ def tiles_columns(kdef: cst.FunctionDef, p: str, roots: set[str]) -> bool:
             continue
         last = n.func.attr.value
         if last in ("sum", "max", "min") and any(
-            code(a.value) == "0" and ((a.keyword is None and i == 1) or (a.keyword is not None and a.keyword.value == "axis"))
+            code(a.value) == "0"
+            and (
+                (a.keyword is None and i == 1)
+                or (a.keyword is not None and a.keyword.value == "axis")
+            )
             for i, a in enumerate(n.args)
-        ):  # fmt: skip
+        ):
             reduces = True
         if last == "load" and n.args:
             ptr = n.args[0].value
@@ -138,9 +142,10 @@ def column_blocks(ctx: Ctx) -> list[ColumnBlock]:
                 continue
             block = found.setdefault(
                 key,
-                ColumnBlock(la.func, assigns[0], arg.value, code(assigns[0].value), [],
-                            ctx.line(assigns[0])),
-            )  # fmt: skip
+                ColumnBlock(
+                    la.func, assigns[0], arg.value, code(assigns[0].value), [], ctx.line(assigns[0])
+                ),
+            )
             if la.kernel not in block.kernels:
                 block.kernels.append(la.kernel)
     return [b for k, b in found.items() if tiled.get(k) == passes_name.get(k)]

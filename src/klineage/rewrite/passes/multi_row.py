@@ -46,10 +46,22 @@ from klineage.rewrite.registry import register
 TILE = 4096  # elements per [ROWS, BLOCK] tile, the expert's choice (6.2x at 65536x16)
 MAX_ROWS = 64
 ROWS = tile_rewrite.Tiling(
-    "multi_row", axis=0, index="rows", ok="row_ok", block="ROWS", count="n_rows",
-    fixed="rows", cap_key="max_rows", tile=TILE, cap=MAX_ROWS, shape="[ROWS, BLOCK]", own="block",
-    unit="rows", effect="short rows fill a program", done="several rows per program",
-)  # fmt: skip
+    "multi_row",
+    axis=0,
+    index="rows",
+    ok="row_ok",
+    block="ROWS",
+    count="n_rows",
+    fixed="rows",
+    cap_key="max_rows",
+    tile=TILE,
+    cap=MAX_ROWS,
+    shape="[ROWS, BLOCK]",
+    own="block",
+    unit="rows",
+    effect="short rows fill a program",
+    done="several rows per program",
+)
 
 
 @register

@@ -35,12 +35,49 @@ from klineage.rewrite.passes.rows_per_program import (
 REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "xor_sum"}
 # tl functions that work lane by lane (shapes broadcast): safe on a [ROWS, B] tile.
 ELEMENTWISE = {
-    "abs", "ceil", "clamp", "cos", "div_rn", "erf", "exp", "exp2", "fdiv", "floor", "fma",
-    "log", "log2", "maximum", "minimum", "rsqrt", "sigmoid", "sin", "sqrt", "sqrt_rn",
-    "umulhi", "where", "cast", "multiple_of", "max_contiguous", "max_constancy", "zeros_like",
-    "full_like", "rand", "randn", "randint", "static_assert", "static_print", "device_assert",
-    "debug_barrier", "constexpr", "cdiv", "isnan", "isinf", "signbit", "tanh", "pow",
-}  # fmt: skip
+    "abs",
+    "ceil",
+    "clamp",
+    "cos",
+    "div_rn",
+    "erf",
+    "exp",
+    "exp2",
+    "fdiv",
+    "floor",
+    "fma",
+    "log",
+    "log2",
+    "maximum",
+    "minimum",
+    "rsqrt",
+    "sigmoid",
+    "sin",
+    "sqrt",
+    "sqrt_rn",
+    "umulhi",
+    "where",
+    "cast",
+    "multiple_of",
+    "max_contiguous",
+    "max_constancy",
+    "zeros_like",
+    "full_like",
+    "rand",
+    "randn",
+    "randint",
+    "static_assert",
+    "static_print",
+    "device_assert",
+    "debug_barrier",
+    "constexpr",
+    "cdiv",
+    "isnan",
+    "isinf",
+    "signbit",
+    "tanh",
+    "pow",
+}
 BUILTINS = {"float", "int", "bool", "min", "max", "abs"}  # on constexprs and literals
 
 
@@ -129,8 +166,10 @@ class _Check:
             if not isinstance(st, cst.SimpleStatementLine):
                 return f"a {type(st).__name__.lower()} statement at `{code(st).splitlines()[0]}`"
             for small in st.body:
-                if not isinstance(small, cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Expr
-                                  | cst.Pass | cst.Return):  # fmt: skip
+                if not isinstance(
+                    small,
+                    cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Expr | cst.Pass | cst.Return,
+                ):
                     return f"a `{code(small)}` statement"
         return None
 
@@ -222,7 +261,7 @@ def _row_dependent(fn: cst.FunctionDef) -> set[str]:
     )
 
 
-def flows_from(fn: cst.FunctionDef, seed: Callable[[cst.CSTNode], bool], updates: bool) -> set[str]:  # fmt: skip
+def flows_from(fn: cst.FunctionDef, seed: Callable[[cst.CSTNode], bool], updates: bool) -> set[str]:
     """Names assigned, through any chain of assignments, a value with a node under it for which
     seed holds or a name already found; with `updates`, also the names in an augmented
     assignment's target when the target has such a node (`x[pid] += v` taints x)."""
@@ -292,8 +331,11 @@ def launch_problem(
     if any(p.default is not None for p in params.params) or params.posonly_params:
         return f"{la.kernel} has parameter defaults (new parameters would follow them)", ""
     grid = la.grid
-    if not (isinstance(grid, cst.Tuple | cst.List) and len(grid.elements) == 1
-            and isinstance(grid.elements[0], cst.Element)):  # fmt: skip
+    if not (
+        isinstance(grid, cst.Tuple | cst.List)
+        and len(grid.elements) == 1
+        and isinstance(grid.elements[0], cst.Element)
+    ):
         return f"grid `{code(grid)}` is not a literal 1-D tuple ({n},)", ""
     size = code(grid.elements[0].value)
     if _triton_alias(ctx.module) is None:

@@ -121,10 +121,14 @@ def _with_args(call: cst.Call, extra: list[cst.Arg]) -> cst.Call:
         args[-1] = last.with_changes(comma=space, whitespace_after_arg=cst.SimpleWhitespace(""))
         for i, e in enumerate(extra):
             end = i == len(extra) - 1
-            args.append(e.with_changes(
-                comma=cst.MaybeSentinel.DEFAULT if end else space,
-                whitespace_after_arg=last.whitespace_after_arg if end else cst.SimpleWhitespace(""),
-            ))  # fmt: skip
+            args.append(
+                e.with_changes(
+                    comma=cst.MaybeSentinel.DEFAULT if end else space,
+                    whitespace_after_arg=last.whitespace_after_arg
+                    if end
+                    else cst.SimpleWhitespace(""),
+                )
+            )
         return call.with_changes(args=args)
     inner = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else comma
     args[-1] = last.with_changes(comma=inner)
@@ -145,8 +149,15 @@ class _Kernel(cst.CSTTransformer):
     """The kernel's body, rewritten for the 2-D tile (see the module docstring); `widen` maps
     an Assign (by id) to the dtype of the `tl.full((1, P), start, dtype)` it starts from."""
 
-    def __init__(self, t: Tiling, dep: set[str], names: dict[str, str], roots: set[str],
-                 tl_mod: str, widen: dict[int, str]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        t: Tiling,
+        dep: set[str],
+        names: dict[str, str],
+        roots: set[str],
+        tl_mod: str,
+        widen: dict[int, str],
+    ) -> None:
         self.t = t
         self.dep = dep
         self.n = names
@@ -174,8 +185,12 @@ class _Kernel(cst.CSTTransformer):
         if last == "arange":
             return cst.Subscript(updated, _vector(lanes))
         if last in REDUCTIONS:
-            args = [a for i, a in enumerate(updated.args)
-                    if not (i == 1 and a.keyword is None) and not (a.keyword and a.keyword.value == "axis")]  # fmt: skip
+            args = [
+                a
+                for i, a in enumerate(updated.args)
+                if not (i == 1 and a.keyword is None)
+                and not (a.keyword and a.keyword.value == "axis")
+            ]
             args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             extra = [_kw("axis", str(lanes)), _kw("keep_dims", "True")]
             return _with_args(updated.with_changes(args=args), extra)
@@ -190,9 +205,11 @@ class _Kernel(cst.CSTTransformer):
                 else [own.with_changes(comma=_sep()), cst.Element(p)]
             )
             return updated.with_changes(
-                args=[updated.args[0].with_changes(value=shape.with_changes(elements=elements)),
-                      *updated.args[1:]]
-            )  # fmt: skip
+                args=[
+                    updated.args[0].with_changes(value=shape.with_changes(elements=elements)),
+                    *updated.args[1:],
+                ]
+            )
         if last in ("load", "store"):
             if not _depends(original, self.dep):
                 return updated  # the same lanes for every index: one load shared by the P
@@ -229,10 +246,13 @@ def _kernel(
     at = 1 if stmts and _is_docstring(stmts[0]) else 0
     new_body = new_body.with_changes(body=[*stmts[:at], *prologue, *stmts[at:]])
     annotation = next(
-        (pp.annotation for pp in kdef.params.params if pp.annotation is not None
-         and dotted(pp.annotation.annotation).endswith("constexpr")),
+        (
+            pp.annotation
+            for pp in kdef.params.params
+            if pp.annotation is not None and dotted(pp.annotation.annotation).endswith("constexpr")
+        ),
         cst.Annotation(cst.parse_expression(f"{tl_mod}.constexpr")),
-    )  # fmt: skip
+    )
     params = list(kdef.params.params)
     last = params[-1]
     new = [cst.Param(cst.Name(n["count"])), cst.Param(cst.Name(n["block"]), annotation=annotation)]
@@ -309,23 +329,33 @@ def rewrite(
 def sites(rp: RewritePass, t: Tiling, found: Sequence[A], count: Callable[[A], str]) -> list[Site]:
     """rp's forward sites: the analysed launches without a problem; count(a) is the grid's n."""
     return [
-        rp.site("forward", i, a.line, a.function,
-                f"{a.kernel}: one program per {t.unit[:-1]} of {count(a)}, {t.own} {a.block}",
-                **{"name": a.kernel, "kernel": a.kernel, t.index: count(a), "block": a.block})
+        rp.site(
+            "forward",
+            i,
+            a.line,
+            a.function,
+            f"{a.kernel}: one program per {t.unit[:-1]} of {count(a)}, {t.own} {a.block}",
+            **{"name": a.kernel, "kernel": a.kernel, t.index: count(a), "block": a.block},
+        )
         for i, a in enumerate(x for x in found if not x.problem)
-    ]  # fmt: skip
+    ]
 
 
-def why_not(rp: RewritePass, analyse: Callable[[str], tuple[Ctx, Sequence[A]]], source: str) -> list[str]:  # fmt: skip
+def why_not(
+    rp: RewritePass, analyse: Callable[[str], tuple[Ctx, Sequence[A]]], source: str
+) -> list[str]:
     """The reason each launch analysed in source is not a site, prefixed by its kernel ("" for
     a site); rp's skip reason alone when the analysis fails."""
 
     def run() -> list[str]:
         return [
-            "" if not a.problem else
-            a.problem if a.problem.startswith(a.kernel) else f"{a.kernel}: {a.problem}"
+            ""
+            if not a.problem
+            else a.problem
+            if a.problem.startswith(a.kernel)
+            else f"{a.kernel}: {a.problem}"
             for a in analyse(source)[1]
-        ]  # fmt: skip
+        ]
 
     result = rp.safe(run)
     return result if isinstance(result, list) else [result.reason]
@@ -354,9 +384,13 @@ def apply(
         if t.fixed in p:
             r = p[t.fixed]
             if not isinstance(r, int) or isinstance(r, bool) or r < 1 or r & (r - 1):
-                return RewriteResult.skip(f"params['{t.fixed}']={r!r}: expected a power of two", site)  # fmt: skip
+                return RewriteResult.skip(
+                    f"params['{t.fixed}']={r!r}: expected a power of two", site
+                )
         out = rewrite(ctx, t, a, count(a), p)
-        return RewriteResult(True, f"{a.kernel}: {t.done} (grid cdiv({count(a)}, {t.block}))", out, site)  # fmt: skip
+        return RewriteResult(
+            True, f"{a.kernel}: {t.done} (grid cdiv({count(a)}, {t.block}))", out, site
+        )
 
     return rp.safe(run)
 
