@@ -1,5 +1,6 @@
-"""Rules about how src/klineage is cut into modules: no module over 500 lines (issue 13), and the
-candidate's harness stays free of klineage, siblings included (gate/session.py copies them)."""
+"""Rules about how src/klineage is cut into modules and formatted: no module over 500 lines and
+no `fmt: skip` (issue 13), and the candidate's harness stays free of klineage, siblings included
+(gate/session.py copies them)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,20 @@ def test_no_module_is_over_500_lines() -> None:
         and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}, f"modules over {MAX_LINES} lines (split them along a seam): {long}"
+
+
+def test_ruff_format_owns_the_library_formatting() -> None:
+    """No `fmt: skip` in library code (issue 13): `ruff format --check` in make lint is the one
+    formatter. The corpus, held-out and example kernels are problem files, laid out as written."""
+    kernel_files = ("kernels", "heldout", "examples", "liger_problems")
+    skipped = [
+        f"{p.relative_to(SRC)}:{i}"
+        for p in sorted(SRC.rglob("*.py"))
+        if p.relative_to(SRC).parts[0] not in kernel_files
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if "# fmt: skip" in line or "# fmt: off" in line
+    ]
+    assert skipped == [], f"formatting taken from ruff format at: {skipped}"
 
 
 def _imported(path: Path) -> set[str]:
