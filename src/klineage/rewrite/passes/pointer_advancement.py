@@ -31,6 +31,7 @@ from klineage.rewrite.base import (
     names_under,
 )
 from klineage.rewrite.base import code_of as _code
+from klineage.rewrite.passes.rows_per_program import walk
 from klineage.rewrite.registry import register
 
 Found = tuple[cst.For, cst.FunctionDef, list[cst.For]]
@@ -165,8 +166,8 @@ def _advances(loop: cst.For) -> list[cst.AugAssign]:
     """`P += STEP` owned by this loop (not a nested one), P in a tl.load/tl.store pointer."""
     ptrs = {
         n
-        for c in _calls(loop.body)
-        if is_call_to(c, "tl.load", "tl.store") and c.args
+        for c in walk(loop.body)
+        if isinstance(c, cst.Call) and is_call_to(c, "tl.load", "tl.store") and c.args
         for n in names_under(c.args[0].value)
     }
     out: list[cst.AugAssign] = []
@@ -181,17 +182,6 @@ def _advances(loop: cst.For) -> list[cst.AugAssign]:
 
     loop.visit(V())
     return out
-
-
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            found.append(n)
-
-    node.visit(V())
-    return found
 
 
 def _live_after(found: Found, name: str, pos: Any) -> bool:
