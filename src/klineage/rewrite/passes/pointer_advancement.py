@@ -16,6 +16,7 @@ Forward is the reverse when `P = base + <iteration> * STEP` appears in a loop bo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import libcst as cst
@@ -262,6 +263,45 @@ def _put_before(body: list[Any], at: int, code: str) -> list[Any]:
     return [*body[:at], stmt, body[at].with_changes(leading_lines=()), *body[at:][1:]]
 
 
+# A site found in a loop: the statement it stands at, its description, its params, and what
+# simplify/apply needs to rewrite it.
+Hit = tuple[cst.CSTNode, str, dict[str, Any], Any]
+
+
+def _advance_hits(found: Found, pos: Any) -> Iterator[Hit]:
+    """Backward: each `P += STEP` of the loop, with (found, the advance, its index in the loop
+    body or None when it is nested in a block)."""
+    loop = found[0]
+    for adv in _advances(loop):
+        p, step = _code(adv.target), _code(adv.value)
+        k = next((i for i, s in enumerate(_body(loop)) if _only(s) is adv), None)
+        tail = len(loop.body.body) - 1 - k if k is not None else 0
+        what = f"{p} += {step} in the loop at line {pos[loop].start.line}"
+        yield adv, what, {"pointer": p, "step": step, "tail_offset": tail}, (found, adv, k)
+
+
+def _recompute_hits(found: Found, pos: Any) -> Iterator[Hit]:
+    """Forward: each `P = base + <iteration> * STEP` of the loop body that an advance can
+    replace, with (found, its index in the loop body, base)."""
+    loop = found[0]
+    for k, stmt in enumerate(_body(loop)):
+        m = _recompute(stmt, loop)
+        if m is None:
+            continue
+        p, base, step = m
+        variant = _assigned(loop.body) | {loop.target.value}  # type: ignore[attr-defined]
+        uses = set(names_under(base)) | set(names_under(cst.parse_expression(step)))
+        if (
+            p in names_under(base)
+            or uses & variant
+            or any(p in names_under(s) for s in loop.body.body[:k])
+        ):
+            continue
+        if _unsafe(found, p, len(loop.body.body) - 1, pos) is None:
+            what = f"{p} recomputed from the loop index each iteration"
+            yield stmt, what, {"pointer": p, "step": step}, (found, k, base)
+
+
 @register
 class PointerAdvancement(RewritePass):
     NAME = "pointer_advancement"
@@ -273,28 +313,21 @@ class PointerAdvancement(RewritePass):
     CATEGORY = "arithmetic"
     ANCHOR = "loop-carried tl.load / tl.store pointer (K loop, K/V loop)"
 
-    def _backward(self, source: str) -> tuple[cst.Module, list[tuple[Site, Any]], Any]:
+    def _hits(
+        self, direction: str, source: str, find: Callable[[Found, Any], Iterator[Hit]]
+    ) -> tuple[cst.Module, list[tuple[Site, Any]], Any]:
+        """The sites find(found, positions) yields in each loop, numbered across the source and
+        each with what simplify/apply needs; the module and positions they were found in."""
         module, loops, pos = _analyse(source)
         out: list[tuple[Site, Any]] = []
         for found in loops:
-            loop = found[0]
-            for adv in _advances(loop):
-                p, step = _code(adv.target), _code(adv.value)
-                k = next((i for i, s in enumerate(_body(loop)) if _only(s) is adv), None)
-                tail = len(loop.body.body) - 1 - k if k is not None else 0
-                what = f"{p} += {step} in the loop at line {pos[loop].start.line}"
-                site = self.site(
-                    "backward",
-                    len(out),
-                    pos[adv].start.line,
-                    found[1].name.value,
-                    what,
-                    pointer=p,
-                    step=step,
-                    tail_offset=tail,
-                )
-                out.append((site, (found, adv, k)))
+            for node, what, params, hit in find(found, pos):
+                line, fn = pos[node].start.line, found[1].name.value
+                out.append((self.site(direction, len(out), line, fn, what, **params), hit))
         return module, out, pos
+
+    def _backward(self, source: str) -> tuple[cst.Module, list[tuple[Site, Any]], Any]:
+        return self._hits("backward", source, _advance_hits)
 
     def backward_sites(self, source: str) -> list[Site]:
         return self.safe_sites(lambda: [s for s, _ in self._backward(source)[1]])
@@ -347,35 +380,7 @@ class PointerAdvancement(RewritePass):
         return self.safe(run)
 
     def _forward(self, source: str) -> tuple[cst.Module, list[tuple[Site, Any]]]:
-        module, loops, pos = _analyse(source)
-        out: list[tuple[Site, Any]] = []
-        for found in loops:
-            loop = found[0]
-            for k, stmt in enumerate(_body(loop)):
-                m = _recompute(stmt, loop)
-                if m is None:
-                    continue
-                p, base, step = m
-                variant = _assigned(loop.body) | {loop.target.value}  # type: ignore[attr-defined]
-                uses = set(names_under(base)) | set(names_under(cst.parse_expression(step)))
-                if (
-                    p in names_under(base)
-                    or uses & variant
-                    or any(p in names_under(s) for s in loop.body.body[:k])
-                ):
-                    continue
-                if _unsafe(found, p, len(loop.body.body) - 1, pos) is None:
-                    what = f"{p} recomputed from the loop index each iteration"
-                    site = self.site(
-                        "forward",
-                        len(out),
-                        pos[stmt].start.line,
-                        found[1].name.value,
-                        what,
-                        pointer=p,
-                        step=step,
-                    )
-                    out.append((site, (found, k, base)))
+        module, out, _ = self._hits("forward", source, _recompute_hits)
         return module, out
 
     def forward_sites(self, source: str) -> list[Site]:
