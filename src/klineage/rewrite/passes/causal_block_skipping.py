@@ -191,12 +191,10 @@ class CausalBlockSkipping(RewritePass):
         ]
 
     def backward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, "backward")
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, "backward")
 
     def forward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, "forward")
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, "forward")
 
     def _pick(self, source: str, site: Site, direction: str) -> tuple[cst.Module, _Cand] | str:
         module = parse(source)

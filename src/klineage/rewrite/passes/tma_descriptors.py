@@ -161,12 +161,10 @@ class TmaDescriptors(RewritePass):
         return out
 
     def backward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, "backward")
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, "backward")
 
     def forward_sites(self, source: str) -> list[Site]:
-        result = self.safe(self._sites, source, "forward")
-        return result if isinstance(result, list) else []
+        return self.safe_sites(self._sites, source, "forward")
 
     def _replace_test(
         self, source: str, site: Site, direction: str, guard: str | None
