@@ -33,7 +33,7 @@ Finding the sites of both forms is causal_block_skipping_analysis.py; this modul
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import libcst as cst
@@ -196,25 +196,34 @@ class CausalBlockSkipping(RewritePass):
     def forward_sites(self, source: str) -> list[Site]:
         return self.safe_sites(self._sites, source, "forward")
 
-    def _pick(self, source: str, site: Site, direction: str) -> tuple[cst.Module, _Cand] | str:
-        module = parse(source)
-        cands = _candidates(module, direction)
-        form = site.params.get("form")
-        if site.index < len(cands) and (
-            direction == "forward" or form in (None, cands[site.index].form)
-        ):
-            return module, cands[site.index]
-        return f"no {direction} causal-skipping site #{site.index} ({form or 'any form'}) here"
+    def _at(
+        self,
+        source: str,
+        site: Site,
+        direction: str,
+        rewrite: Callable[[cst.Module, _Cand, str], RewriteResult],
+    ) -> RewriteResult:
+        """rewrite(module, the site's candidate, its function's name), through `safe`; a skip
+        when the source has no such candidate (of the site's form, backward) any more."""
+
+        def run() -> RewriteResult:
+            module = parse(source)
+            cands = _candidates(module, direction)
+            form = site.params.get("form")
+            if site.index < len(cands) and (
+                direction == "forward" or form in (None, cands[site.index].form)
+            ):
+                c = cands[site.index]
+                return rewrite(module, c, c.fn.name.value)
+            what = f"no {direction} causal-skipping site #{site.index} ({form or 'any form'}) here"
+            return RewriteResult.skip(what, site)
+
+        return self.safe(run)
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
-        return self.safe(self._simplify, source, site)
+        return self._at(source, site, "backward", lambda m, c, fn: self._simplify(m, c, fn, site))
 
-    def _simplify(self, source: str, site: Site) -> RewriteResult:
-        picked = self._pick(source, site, "backward")
-        if isinstance(picked, str):
-            return RewriteResult.skip(picked, site)
-        module, c = picked
-        fn = c.fn.name.value
+    def _simplify(self, module: cst.Module, c: _Cand, fn: str, site: Site) -> RewriteResult:
         if c.form == "loop":
             assert isinstance(c.target, cst.IfExp)
             negated = isinstance(c.target.test, cst.UnaryOperation)
@@ -250,14 +259,12 @@ class CausalBlockSkipping(RewritePass):
         return RewriteResult(True, f"{h.name} in {fn}: one masked call over all keys", new, site)
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
-        return self.safe(self._apply, source, site, params or {})
+        p = params or {}
+        return self._at(source, site, "forward", lambda m, c, fn: self._apply(m, c, fn, site, p))
 
-    def _apply(self, source: str, site: Site, p: dict[str, Any]) -> RewriteResult:
-        picked = self._pick(source, site, "forward")
-        if isinstance(picked, str):
-            return RewriteResult.skip(picked, site)
-        module, c = picked
-        fn = c.fn.name.value
+    def _apply(
+        self, module: cst.Module, c: _Cand, fn: str, site: Site, p: dict[str, Any]
+    ) -> RewriteResult:
         if c.form == "split":
             assert c.block is not None and c.helper is not None
             if p.get("form") != "split" or not p.get("segment"):
