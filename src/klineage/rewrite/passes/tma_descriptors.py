@@ -22,7 +22,6 @@ anyway: the pass's effect can only be measured on a GPU of compute capability >=
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -38,20 +37,11 @@ from klineage.rewrite.base import (
     positions,
 )
 from klineage.rewrite.base import code_of as _code
+from klineage.rewrite.passes.causal_block_skipping_analysis import _names, _walk
 from klineage.rewrite.registry import register
 
 _DESCRIPTOR_CALLS = ("make_tensor_descriptor", "_experimental_make_tensor_descriptor")
 _HOST_DESCRIPTOR = "TensorDescriptor"
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    return {n.value for n in _walk(node) if isinstance(n, cst.Name)}
 
 
 def _jit(fn: cst.FunctionDef) -> bool:
