@@ -28,7 +28,7 @@ def test_rmsnorm_one_row_per_program_and_back(tmp_path: Path) -> None:
     (fwd,) = [s for s in p.forward_sites(simple.source) if s.line == site.line]
     back = p.apply(simple.source, fwd, site.params)
     assert back.applied and back.source == expert
-    _gate(KERNELS / "rmsnorm" / "problem.py", back.source, tmp_path / "restored.py")
+    # Byte for byte the expert, which tests/interp/test_corpus_gate.py gates.
 
 
 def test_unseen_softmax_rows_per_program(tmp_path: Path) -> None:
