@@ -2,6 +2,8 @@
 # Issue 14's benchmarks on the H200 (benchmarks/measurement_h200.py). Each group of phases fits
 # one 600 s device call: the phases share BUDGET seconds (570), each capped by what is left.
 #   bash benchmarks/measurement_h200.sh trust,sweep,distill     # carry .whl
+#   bash benchmarks/measurement_h200.sh gputests,corpus-new,gateprof   # GPU test tier; the colsum,
+#     cumsum and transpose families timed (corpus.py); where one gate call's time goes (gate_profile.py)
 #   bash benchmarks/measurement_h200.sh load                    # carry .whl and bench-out/today
 # Cold calls take minutes on 16 cores under load (2026-12-01: none of either path finished in a
 # 165 s window): WARM_S runs round 0 (every start once, and the expert) before the window, so the
@@ -45,6 +47,12 @@ BIG=$(python3 -c "import shutil; print(max(['/tmp','/root','/var/tmp'], key=lamb
 [ "$BIG" != /tmp ] && mkdir -p "$BIG/kltmp" && export TMPDIR="$BIG/kltmp"; echo "TMPDIR=${TMPDIR:-/tmp}" >> "$LOG"
 for p in ${1//,/ }; do
   case $p in
+    gputests) phase 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/gpu ;;
+    corpus-new)  # the three newest corpus families, one process each, side by side
+      for w in colsum cumsum transpose; do
+        OUT="$OUT/corpus-$w" phase 260 python3 benchmarks/corpus.py --workloads $w --timeout 240 &
+      done; wait ;;
+    gateprof) phase 150 python3 benchmarks/gate_profile.py --calls 2 ;;
     trust) phase 240 python3 -m pytest -q -p no:cacheprovider -n 3 tests/gpu/test_gate_trust_gpu.py ;;
     sweep) phase 300 python3 benchmarks/measurement_h200.py sweep ;;
     distill) phase 300 python3 benchmarks/measurement_h200.py distill --regimes n16,n64,n256,n1024,n4096,n16384 ;;
