@@ -179,6 +179,8 @@ STORE = "        tl.store(y_ptr + row * stride + j, acc)\n"
         ("        acc += v\n", "        acc *= v\n", "not updated as `acc += <element>`"),
         # a loop that steps two columns at a time
         ("range(n_cols)", "range(0, n_cols, 2)", "does not step one element"),
+        # a vector beside the loop: it would not broadcast with the loop's block
+        ("    acc = 0.0\n", "    acc = 0.0\n    w = tl.load(x_ptr + tl.arange(0, 4))\n", "not scalars"),
         # a branch in the loop
         (STORE, "        if j > 0:\n    " + STORE, "one simple statement a line"),
     ],

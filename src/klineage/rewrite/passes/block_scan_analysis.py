@@ -46,6 +46,7 @@ from klineage.rewrite.passes.rows_per_program import (
     constexprs,
     walk,
 )
+from klineage.rewrite.passes.tile_rewrite import _is_docstring
 
 RANGES = {"range", "tl.range", "triton.language.range"}
 
@@ -220,6 +221,9 @@ def _serial(
     before, after = body[:at], body[at + 1 :]
     if loop.orelse is not None or loop.asynchronous is not None:
         return "a for loop with an else clause (or async)"
+    blocks = [n for n in walk(kdef.body) if isinstance(n, cst.Call)]
+    if any(_tl_call(n, roots) in ("arange", "zeros", "full") for n in blocks):
+        return "a block (tl.arange/zeros/full) beside the serial loop: its values are not scalars"
     if not isinstance(loop.target, cst.Name):
         return f"`for {code(loop.target)} in ...`: only a plain loop variable is followed"
     j = loop.target.value
@@ -486,11 +490,3 @@ def _problem(
         return _serial(ctx, la, kdef, roots, a, compound[0])
     st = compound[0] if len(compound) == 1 else compound[1]
     return f"a {type(st).__name__.lower()} statement at `{code(st).splitlines()[0]}`"
-
-
-def _is_docstring(st: cst.BaseStatement) -> bool:
-    return (
-        isinstance(st, cst.SimpleStatementLine)
-        and isinstance(st.body[0], cst.Expr)
-        and isinstance(st.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )
