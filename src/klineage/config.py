@@ -58,6 +58,10 @@ class GateConfig(BaseModel):
     """How strictly and how long the gate checks a candidate."""
 
     trials: int = Field(default=5, ge=5, description="random trials per regime (>= 5)")
+    # A regime whose one case (inputs and outputs) is over large_case_bytes gets large_trials
+    # random trials instead (every variant beyond get_inputs is kept; gate/reference.py).
+    large_case_bytes: int = Field(default=64 * 2**20, ge=0)
+    large_trials: int = Field(default=2, ge=2)
     tolerances: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     timeout_s: float = Field(default=120.0, gt=0, description="wall time of one gate call")
     # Added to timeout_s for each autotune config beyond the first (each is built and checked;

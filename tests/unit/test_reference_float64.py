@@ -89,3 +89,26 @@ def test_integer_outputs_need_no_float64_evaluation(tmp_path: Path) -> None:
     )
     manifest, _ = _run(tmp_path, problem)
     assert all(c.float64 is None and c.float64_missing is None for c in manifest.regimes[0].cases)
+
+
+def test_a_regime_with_large_cases_gets_fewer_trials_and_every_variant(tmp_path: Path) -> None:
+    """Over large_case_bytes a regime gets large_trials random trials (said in skipped_variants)
+    and keeps the cases beyond get_inputs; at or under it, every trial. The regime's build
+    seconds are recorded by kind."""
+    problem = PROBLEMS / "column_sum.py"
+    (tmp_path / "full").mkdir()
+    full, _ = _run(tmp_path / "full", problem)
+    out = tmp_path / "few"
+    out.mkdir()
+    req = RefRequest(problem=str(problem), device="cpu", regimes=[],
+                     config=GateConfig(large_case_bytes=1, large_trials=2))  # fmt: skip
+    few = run(req, out)
+    trials = [c for c in few.regimes[0].cases if c.kind == "get_inputs"]
+    beyond = [c for c in few.regimes[0].cases if c.kind != "get_inputs"]
+    full_beyond = [c for c in full.regimes[0].cases if c.kind != "get_inputs"]
+    assert [c.label for c in trials] == ["trial 1/2", "trial 2/2"]
+    assert len([c for c in full.regimes[0].cases if c.kind == "get_inputs"]) == 5
+    assert [c.label for c in beyond] == [c.label for c in full_beyond] and beyond
+    assert any("3 of 5 random trials" in s for s in few.regimes[0].skipped_variants)
+    assert not any("random trials" in s for s in full.regimes[0].skipped_variants)
+    assert {"cases", "float64", "files"} <= set(few.regimes[0].seconds)

@@ -1,9 +1,13 @@
 """The inputs of the cases beyond get_inputs (gate/reference.py builds them): the trial inputs
 perturbed, sign-flipped, with outliers or scaled, so a kernel that only works on get_inputs'
-distribution fails; and the measures the reference uses to keep or drop such a case."""
+distribution fails; the measures the reference uses to keep or drop such a case; how many
+random trials a regime gets; and the seconds a regime's build spends by kind."""
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -95,3 +99,44 @@ def _magnitude_ratio(want: list[Any], base: list[Any]) -> float:
 
     b = absmax(base)
     return max(1.0, absmax(want) / b) if b > 0 else 1.0
+
+
+class Seconds:
+    """Wall seconds a regime's build spends by kind (cases, float64, files, compile): the
+    load stage reports them, so a slow cold call says where its time went."""
+
+    def __init__(self) -> None:
+        self.by_kind: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, kind: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.by_kind[kind] = self.by_kind.get(kind, 0.0) + time.perf_counter() - t0
+
+    def rounded(self) -> dict[str, float]:
+        return {k: round(v, 3) for k, v in self.by_kind.items()}
+
+
+def nbytes(values: list[Any]) -> int:
+    import torch
+
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def trials_for(cfg: Any, case_bytes: int, skipped: list[str]) -> int:
+    """Trials for a regime whose one case (inputs and outputs) is `case_bytes`: all of
+    `cfg.trials`, or `cfg.large_trials` where a case is over `cfg.large_case_bytes` (every case
+    is written, read and compared whole; nine cases of a 268 MB regime are GBs a call). The
+    variants beyond get_inputs are kept on every regime (the large regimes take the kernels'
+    long-row and split paths, which only they reach), and the smaller regimes keep every trial."""
+    if case_bytes <= cfg.large_case_bytes or cfg.large_trials >= cfg.trials:
+        return int(cfg.trials)
+    skipped.append(
+        f"{cfg.trials - cfg.large_trials} of {cfg.trials} random trials: one case is "
+        f"{case_bytes / 2**20:.0f} MiB, over large_case_bytes ({cfg.large_case_bytes / 2**20:.0f} "
+        f"MiB); {cfg.large_trials} trials and every variant beyond get_inputs are checked"
+    )
+    return int(cfg.large_trials)

@@ -55,6 +55,24 @@ def _split(ref_dir: Path, manifest: RefManifest, workdir: Path) -> tuple[Path, P
     return inputs, private
 
 
+_LOAD_LABELS = (("cache_put", "cache write"), ("split", "inputs moved"), ("candidate", "import"))
+
+
+def _load_parts(load_s: dict[str, float]) -> str:
+    """The load stage's seconds in words: where a cold call's time went."""
+    ref = ", ".join(
+        f"{k.removeprefix('reference_')} {v:.1f}"
+        for k, v in load_s.items()
+        if k.startswith("reference_")
+    )
+    if "reference" in load_s:
+        first = f"reference {load_s['reference']:.1f} s" + (f" ({ref})" if ref else "")
+    else:
+        first = f"cases from the cache {load_s.get('cached_cases', 0.0):.1f} s"
+    rest = [f"{label} {load_s[k]:.1f} s" for k, label in _LOAD_LABELS if k in load_s]
+    return "; ".join([first, *rest])
+
+
 def _reference_cases(req: GateRequest, cache_root: Path | None) -> tuple[Any, str]:
     """The reference's cases (and, on a GPU, its eager and torch.compile times) from an earlier
     call on the same problem, regimes and settings: none of it depends on the candidate."""
@@ -72,7 +90,7 @@ def _reference_cases(req: GateRequest, cache_root: Path | None) -> tuple[Any, st
             "overrides": req.overrides,
             "device": req.device,
             "seed": cfg.seed,
-            "trials": cfg.trials,
+            "trials": [cfg.trials, cfg.large_trials, cfg.large_case_bytes],
             "timing": [cfg.timing_rounds, cfg.timing_samples],
             "spin_up_ms": cfg.spin_up_ms,
             "profile_compile": cfg.profile_compile,
@@ -167,8 +185,11 @@ def drive(
     # candidate, whose clock starts with its own process. run_reference holds the GPU lock for
     # the reference process, shared or exclusive as it asks, and adds the waits to ref_clock.
     ref_clock = Clock(req.config.timeout_s)
+    spent: dict[str, float] = {}  # the load stage's wall seconds by part (StageNumbers.load_s)
+    t_part = time.perf_counter()
     if cached is not None:
         manifest, ref_dir = cached, workdir / "ref"
+        spent["cached_cases"] = time.perf_counter() - t_part
     else:
         try:
             manifest, ref_dir = run_reference(ref_req, workdir, None, ref_clock)
@@ -178,9 +199,17 @@ def drive(
                 raise full from None
             stages[Stage.LOAD] = failed(Stage.LOAD, f"problem: {e.message}")
             return assemble(req, stages, fault=Fault.PROBLEM, isolation=str(level))
+        spent["reference"] = time.perf_counter() - t_part - ref_clock.waited
+        for r in manifest.regimes:
+            for kind, sec in r.seconds.items():
+                spent[f"reference_{kind}"] = spent.get(f"reference_{kind}", 0.0) + sec
         if cases is not None:
+            t_part = time.perf_counter()
             cases.put(cases_key, manifest, ref_dir)
+            spent["cache_put"] = time.perf_counter() - t_part
+    t_part = time.perf_counter()
     inputs, private = _split(ref_dir, manifest, workdir)
+    spent["split"] = time.perf_counter() - t_part
     names = [r.name for r in manifest.regimes]
     (workdir / "cand").mkdir()
     clock = Clock(req.config.timeout_s)
@@ -194,14 +223,17 @@ def drive(
     base_harness: Harness | None = None
     base, base_why_not = None, None
     try:
+        t_part, waited0 = time.perf_counter(), clock.waited
         bad = load_candidate(harness, req)
         if bad is not None:
             stages[Stage.LOAD] = bad
             return _done(req, stages, manifest, isolation, checker, assemble)
+        spent["candidate"] = time.perf_counter() - t_part - (clock.waited - waited0)
+        load_s = {k: round(v, 2) for k, v in spent.items()}
         stages[Stage.LOAD] = passed(
             Stage.LOAD,
-            f"Model and ModelNew loaded; regimes: {', '.join(names)}",
-            StageNumbers(regime_names=names),
+            f"Model and ModelNew loaded; regimes: {', '.join(names)}; {_load_parts(load_s)}",
+            StageNumbers(regime_names=names, load_s=load_s),
         )
         # The reference's work (its cases, and on a GPU its eager and torch.compile timing, when
         # not cached) and the candidate's import: what a cold call costs beyond the candidate's

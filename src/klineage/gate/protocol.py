@@ -68,6 +68,9 @@ class RefRegime(BaseModel):
     compile_host_ms: float | None = None
     compile_error: str | None = None
     timing_note: str | None = None  # why a device time is missing
+    # Wall seconds of the regime's build by kind: cases (inputs and the reference's forward),
+    # float64, files (written), compile (torch.compile's warm-up), timing (eager and compiled).
+    seconds: dict[str, float] = Field(default_factory=dict)
 
 
 class RefManifest(BaseModel):

@@ -175,6 +175,9 @@ class StageNumbers(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     regime_names: list[str] | None = None  # load; "regimes" in the JSON
+    # load: wall seconds by part (reference and its parts by kind, cached_cases, cache_put,
+    # split, candidate), lock and disk waits left out
+    load_s: dict[str, float] | None = None
     launches: int | None = None  # compile
     autotune_configs: int | None = None  # compile: the autotune passes of the first call
     regimes: dict[str, ProfileRow] = Field(default_factory=dict)  # profile

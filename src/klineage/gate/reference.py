@@ -35,12 +35,17 @@ from typing import Any
 
 from klineage.errors import LoadError
 from klineage.gate.cases import (
+    Seconds,
     _magnitude_ratio,
     _nonfinite,
     _outliers,
     _perturbed,
     _scaled,
     _signed,
+    trials_for,
+)
+from klineage.gate.cases import (
+    nbytes as case_nbytes,
 )
 from klineage.gate.gpulock import LockByProxy, LockMode
 from klineage.gate.protocol import RefCase, RefError, RefManifest, RefRegime, RefRequest
@@ -196,11 +201,17 @@ def build_regime(
     skipped: list[str] = []
     trials: list[list[Any]] = []
     first_out: list[Any] = []
-    for t in range(cfg.trials):
+    spent = Seconds()
+    n_trials = cfg.trials
+    t = 0
+    while t < n_trials:
         torch.manual_seed(trial_seed(cfg.seed, regime, t))
-        inputs = problem.make_inputs(regime, device)
-        on_device = expected(inputs)
-        want = _cpu(on_device)
+        with spent("cases"):
+            inputs = problem.make_inputs(regime, device)
+            on_device = expected(inputs)
+            want = _cpu(on_device)
+        if t == 0:
+            n_trials = trials_for(cfg, case_nbytes([*inputs, *want]), skipped)
         bad = _nonfinite(want)
         if bad:
             raise LoadError(
@@ -214,19 +225,13 @@ def build_regime(
             first_out = want
         # Odd trials (and the second) reuse one set of buffers with new contents.
         buffer = "B" if t == 1 or t % 2 == 1 else None
-        cases.append(
-            _case(
-                out,
-                tag,
-                len(cases),
-                f"trial {t + 1}/{cfg.trials}",
-                "get_inputs",
-                inputs,
-                want,
-                buffer,
-                *exact.outputs(inputs, on_device),
-            )
-        )
+        with spent("float64"):
+            f64 = exact.outputs(inputs, on_device)
+        with spent("files"):
+            label = f"trial {t + 1}/{n_trials}"
+            case = _case(out, tag, len(cases), label, "get_inputs", inputs, want, buffer, *f64)
+        cases.append(case)
+        t += 1
     gen = torch.Generator().manual_seed(req.secret ^ trial_seed(cfg.seed, regime, 999))
     base = trials[min(3, len(trials) - 1)]
     variants: list[tuple[str, list[Any] | None, str | None]] = [
@@ -238,23 +243,19 @@ def build_regime(
     for label, values, buffer in variants:
         if values is None:
             continue
-        values = [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
-        on_device = expected(values)
-        want = _cpu(on_device)
+        with spent("cases"):
+            values = [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+            on_device = expected(values)
+            want = _cpu(on_device)
         if _nonfinite(want):
             skipped.append(f"{label}: the reference is not finite there")
             continue
-        case = _case(
-            out,
-            tag,
-            len(cases),
-            label,
-            "beyond get_inputs",
-            values,
-            want,
-            buffer,
-            *exact.outputs(values, on_device),
-        )
+        with spent("float64"):
+            f64 = exact.outputs(values, on_device)
+        with spent("files"):
+            case = _case(
+                out, tag, len(cases), label, "beyond get_inputs", values, want, buffer, *f64
+            )
         cases.append(case.model_copy(update={"atol_scale": _magnitude_ratio(want, first_out)}))
     dtypes = [_dtype_name(o.dtype) for o in first_out if isinstance(o, torch.Tensor)]
     has_bf16 = any(isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 for v in trials[0])
@@ -267,7 +268,10 @@ def build_regime(
         for v in [*trials[0], *first_out]
         if isinstance(v, torch.Tensor)
     )
-    baselines = _Baselines(model, trials[0], problem, regime, cfg) if req.time_reference else None
+    baselines = None
+    if req.time_reference:
+        with spent("compile"):  # torch.compile's compile, when asked: seconds of CPU
+            baselines = _Baselines(model, trials[0], problem, regime, cfg)
     built = RefRegime(
         name=regime,
         init=init_file,
@@ -283,6 +287,7 @@ def build_regime(
             _dtype_name(v.dtype) if isinstance(v, torch.Tensor) else type(v).__name__
             for v in trials[0]
         ],
+        seconds=spent.rounded(),
     )
     return built, baselines
 
@@ -400,6 +405,7 @@ def run(req: RefRequest, out: Path, lock: LockByProxy | None = None) -> RefManif
             regime, baselines = build_regime(problem, req, name, out, i)
         if baselines is not None:
             with lock.held(LockMode.EXCLUSIVE):
+                t_time = time.perf_counter()  # the lock's wait is not the reference's
                 # Clocks drop while torch.compile compiles on the CPU (an idle H200 reads 345
                 # MHz): every regime's timing starts from a busy GPU, not only the first's.
                 if req.config.spin_up_ms > 0:
@@ -409,6 +415,8 @@ def run(req: RefRequest, out: Path, lock: LockByProxy | None = None) -> RefManif
                     from klineage.gate.devtime import empty_launch_ms
 
                     launch_ms = empty_launch_ms()
+            timing_s = round(time.perf_counter() - t_time, 3)
+            regime = regime.model_copy(update={"seconds": {**regime.seconds, "timing": timing_s}})
             del baselines  # its model, compiled graph and inputs: not held past the regime
         built.append(regime)
     env = capture_environment(req.device, GPU_TIMING if req.device == "cuda" else CPU_TIMING)
