@@ -197,6 +197,18 @@ def launch(x, y):
 """
 
 
+# the lanes of FLAT, and the same walked in chunks of B by a loop (range and mask to fill in)
+LANES = (
+    "    rows = tl.arange(0, B)\n    ok = rows < M\n    v = tl.load(X + rows * sx + col, mask=ok)\n"
+    "    tl.store(Y + col * sy + rows, v, mask=ok)\n"
+)
+LOOP = (
+    "    for s in {range}:\n        rows = s + tl.arange(0, B)\n        ok = rows < M\n"
+    "        v = tl.load(X + rows * sx + col, {mask})\n"
+    "        tl.store(Y + col * sy + rows, v, {mask})\n"
+)
+
+
 def _skip_reason(source: str) -> str:
     assert PASS.forward_sites(source) == []
     (why,) = PASS.why_not(source)
@@ -282,6 +294,14 @@ def test_the_flat_case_itself_is_a_site() -> None:
             "        v = tl.load(X + rows * sx + col, mask=ok)\n        tl.store(Y + col * sy + rows, v, mask=ok)\n",
             "B is used besides",
         ),
+        # a chunk loop stepping by something else than the lane block
+        (
+            LANES,
+            LOOP.format(range="range(0, M, sx)", mask="mask=ok"),
+            "the step is not the lane block B",
+        ),
+        # a chunk loop whose lanes are not masked by its stop: other chunk sizes reach past it
+        (LANES, LOOP.format(range="range(0, M, B)", mask="mask=s < M"), "not both masked"),
         # a chunk loop that does not start at 0
         (
             "    rows = tl.arange(0, B)\n    ok = rows < M\n    v = tl.load(X + rows * sx + col, mask=ok)\n"

@@ -29,7 +29,8 @@ q): p over [0, G) (the grid's count, or [0, D) x [0, X) for a grid (X * D,) spli
 % D) masked p < n; the lanes over [0, bound) when every load and store was masked by `lane <
 bound` and the block was next_power_of_2(bound) >= bound (the masks stay), or one loop
 iteration a program, cdiv(S, B) of them, the iterations being independent (every name is
-assigned once, nothing is carried). The load and the store address different parameters and
+assigned once, nothing is carried) and every load and store masked by `s + lane < S`, so
+the chunks cover [0, S) whatever B is (B is read only by the arange and the loop's step). The load and the store address different parameters and
 nothing else is read or written, so programs stay independent; the store is assumed one-to-one
 in (p, q), as a transpose's is (where it is not, the naive kernel's programs race already).
 

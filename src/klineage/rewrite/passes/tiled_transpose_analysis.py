@@ -9,7 +9,8 @@ What makes a site, read from the structure and never from names:
 - one lane block `tl.arange(0, B)` (B a constexpr used nowhere else) is the program's lanes q:
   either alone, with every load and store masked by `lane < bound` and the launch's B
   `next_power_of_2(bound)` (so the block covers [0, bound)), or offset by the variable of one
-  top-level `for s in range(0, S, B)` loop that holds the load and the store;
+  top-level `for s in range(0, S, B)` loop that holds the load and the store, both masked by
+  `s + lane < S` (so the chunks cover [0, S) at any B);
 - the kernel is a pure copy: straight-line assignments to names (each assigned once), one
   tl.load, one tl.store whose value is the loaded value (maybe through `.to(...)`), and no
   other calls than tl.program_id(0), tl.arange, tl.load, tl.store and `.to(...)`;
@@ -303,7 +304,9 @@ class _Kernel:
         return [e]
 
     def lane_bounds(self, call: cst.Call, pos: int) -> set[str]:
-        """The parameters `bound` of the call's mask conjuncts `lane < bound`."""
+        """The bounds (parameters or literals) of the call's mask conjuncts `lane < bound`,
+        the lane the arange alone, or the loop's start plus the arange."""
+        lane = {"q": UNIT, "s": UNIT} if self.loop is not None else {"q": UNIT}
         mask = next(
             (
                 a.value
@@ -314,15 +317,18 @@ class _Kernel:
         )
         out: set[str] = set()
         for c in self.conjuncts(mask) if mask is not None else []:
-            if (
+            if not (
                 isinstance(c, cst.Comparison)
                 and len(c.comparisons) == 1
                 and isinstance(c.comparisons[0].operator, cst.LessThan)
-                and isinstance(c.comparisons[0].comparator, cst.Name)
-                and c.comparisons[0].comparator.value in self.params
-                and self.lin(c.left) == {"q": UNIT}
             ):
-                out.add(c.comparisons[0].comparator.value)
+                continue
+            bound = c.comparisons[0].comparator
+            if (
+                isinstance(bound, cst.Integer)
+                or (isinstance(bound, cst.Name) and bound.value in self.params)
+            ) and self.lin(c.left) == lane:
+                out.add(code(bound))
         return out
 
     def copy(self) -> str | None:
@@ -360,7 +366,7 @@ class _Kernel:
         forms: list[Lin] = []
         bases: list[str] = []
         for call in (self.loads[0], self.stores[0]):
-            ptr = call.args[0].value if call.args else None
+            ptr = call.args[0].value if call.args and call.args[0].keyword is None else None
             f = self.lin(ptr) if ptr is not None else None
             why = f"`{code(call)}`: the address is not a parameter plus offsets linear in the program's index and its lanes"
             if f is None or not set(f) <= {"p", "q", "s", "b", "1"}:
@@ -429,12 +435,18 @@ def _problem(
     why, a.p_is_row = k.addresses()
     if why:
         return why
+    bounds = k.lane_bounds(k.loads[0], 1) & k.lane_bounds(k.stores[0], 2)
     if k.loop is not None:
-        a.lanes = stop if stop not in k.params else code(args[stop]) if stop in args else ""
+        # B changes to the tile's side: the lanes must not reach past S at any B
+        if stop not in bounds:
+            return (
+                f"the load and the store are not both masked by `lane < {stop}` (the loop's "
+                "stop): the chunks would cover other lanes at another chunk size"
+            )
+        a.lanes = code(args[stop]) if stop in args else stop if stop not in k.params else ""
         if not a.lanes:
             return f"the launch does not pass {stop}"
     else:
-        bounds = k.lane_bounds(k.loads[0], 1) & k.lane_bounds(k.stores[0], 2)
         of = _pow2_of(args[a.lane_block])
         covered = [b for b in sorted(bounds) if b in args and of and same(of, code(args[b]))]
         if not covered:
