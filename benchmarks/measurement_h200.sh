@@ -4,6 +4,8 @@
 #   bash benchmarks/measurement_h200.sh trust,sweep,distill     # carry .whl
 #   bash benchmarks/measurement_h200.sh gputests,corpus-new,gateprof   # GPU test tier; the colsum,
 #     cumsum and transpose families timed (corpus.py); where one gate call's time goes (gate_profile.py)
+#   bash benchmarks/measurement_h200.sh gateprof-cases,corpus-new   # the cost of a cold call with
+#     bounded cases (GateConfig.large_case_bytes) against every trial on every regime, colsum naive
 #   bash benchmarks/measurement_h200.sh load                    # carry .whl and bench-out/today
 # Cold calls take minutes on 16 cores under load (2026-12-01: none of either path finished in a
 # 165 s window): WARM_S runs round 0 (every start once, and the expert) before the window, so the
@@ -53,6 +55,10 @@ for p in ${1//,/ }; do
         OUT="$OUT/corpus-$w" phase 260 python3 benchmarks/corpus.py --workloads $w --timeout 240 &
       done; wait ;;
     gateprof) phase 150 python3 benchmarks/gate_profile.py --calls 2 ;;
+    gateprof-cases)  # the colsum naive (4 regimes of 268 MB cases): bounded cases, then all
+      K=src/klineage/kernels/colsum
+      OUT="$OUT/prof-bounded" phase 200 python3 benchmarks/gate_profile.py $K/problem.py $K/naive.py --calls 2
+      OUT="$OUT/prof-full" phase 160 python3 benchmarks/gate_profile.py $K/problem.py $K/naive.py --calls 1 --large-case-mib 1e9 ;;
     trust) phase 240 python3 -m pytest -q -p no:cacheprovider -n 3 tests/gpu/test_gate_trust_gpu.py ;;
     sweep) phase 300 python3 benchmarks/measurement_h200.py sweep ;;
     distill) phase 300 python3 benchmarks/measurement_h200.py distill --regimes n16,n64,n256,n1024,n4096,n16384 ;;
