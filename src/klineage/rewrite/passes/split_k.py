@@ -1,0 +1,306 @@
+"""Split-K: the K loop of a program that reduces it serially is split over SPLIT programs.
+
+A GEMV or a small-output, long-K matmul written one output (or one block of outputs) per
+program walks all of K in one program: M * N = 256 programs for the 132 SMs of an H200 at
+M = N = 16, each making K / STEP dependent steps (issue 16). Splitting K gives every output
+SPLIT programs, each reducing K / SPLIT.
+
+Forward, on a kernel whose program reduces `for k in range(0, K, STEP)` into one fp32
+accumulator and stores (a linear function of) it once after the loop: the grid `(n,)` becomes
+`(n, SPLIT)`; program (i, s) runs the loop over its chunk only,
+`range(k_lo, tl.minimum(k_lo + k_chunk, K), STEP)` with `k_chunk = cdiv(cdiv(K, SPLIT), STEP) *
+STEP` and `k_lo = s * k_chunk`, and stores its partial, without the value's outer cast, at the
+same offset in row s of an fp32 workspace: the output pointer parameter is moved there
+(`c_ptr += s * n_out`) and the launcher passes `torch.empty((SPLIT, C.numel()), fp32)` for it.
+A second kernel (`_split_k_sum`, added to the file and launched after) sums the SPLIT rows
+element by element in fp32 and stores the sum cast to C's dtype: deterministic, where
+tl.atomic_add would not be, and Triton, because the gate forbids PyTorch compute in forward.
+SPLIT is params["split"] (an int, or a launcher expression), else
+`max(1, min(64, cdiv(4 * 132, n), cdiv(K, STEP)))`: enough programs for about 4x the H200's SMs
+(params["programs"]), at most 64 chunks (params["max_split"]), at least one step each.
+
+Why it is sound: a chunk is a multiple of STEP, so the chunks' loop values are the original
+loop's values, each in exactly one chunk, and the masks are kept; the accumulator starts from
+zero and is only added to, so the sum of the chunks' accumulators is the accumulator (up to
+fp32 order, which the gate's float64-based comparison allows for long reductions), and the
+stored value is linear in it, so the partials add up to the stored value. Each program stores
+its partial at every offset the original stored at, in its own row; the output is allocated
+uninitialised and dense (offsets [0, numel)) and written by this launch alone, so the sum
+kernel's overwriting all of it leaves nothing the original had written different. What is not
+proven is skipped with its reason (split_k_analysis.py, split_k_store.py): a loop that carries
+anything but the accumulator (an advanced pointer, a running max), an accumulator read inside
+the loop or started from anything but an fp32 zero, a store inside the loop or of a non-linear
+value (a bias added, an activation), loop bounds other than range(0, K, STEP), a grid that is
+not a literal 1-tuple, branches, nested loops, atomics, jit helpers, autotuning.
+
+Forward only: no backward direction (the corpus' experts do not split K in this two-kernel
+shape, and undoing one would have to find its combine kernel).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import libcst as cst
+
+from klineage.rewrite.base import RewritePass, RewriteResult, Site
+from klineage.rewrite.passes import tile_rewrite
+from klineage.rewrite.passes.rows_per_program import (
+    Ctx,
+    _triton_alias,
+    assignments,
+    code,
+    names_in,
+    undefined_skip,
+)
+from klineage.rewrite.passes.split_k_analysis import Analysis, analyse
+from klineage.rewrite.registry import register
+
+SMS = 132  # an H200's SMs
+# Programs per SM the default SPLIT aims at. Measured on the H200 (do_bench, 2026-12-01): the
+# gemv naive at 2048 x 65536 bf16 (32 row blocks) 452 us unsplit, 80 us at the default 17
+# (torch.mv 78 us); the long-K matmul naive at 16 x 16 x 1M bf16 2065 us, 726 us at the
+# default 3, 621 us from SPLIT 8 on. Where the grid already fills the GPU the split costs:
+# 8 x 64 x 512K fp32 (512 programs) 2222 us, 2608 us at SPLIT 2, which the gate's timing sees.
+WAVES = 4
+MAX_SPLIT = 64
+SUM_BLOCK = 1024  # outputs a program of the sum kernel; it reads SPLIT fp32 rows of them
+
+SUM_KERNEL = '''
+@{tr}.jit
+def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: {tl}.constexpr):
+    """out[i] = the sum over s of parts[s, i] in fp32, cast to out's dtype (split_k's second
+    kernel: the SPLIT partials of each output, added in a fixed order)."""
+    offs = {tl}.program_id(0).to({tl}.int64) * BLOCK + {tl}.arange(0, BLOCK)
+    ok = offs < n_out
+    parts = parts_ptr + offs
+    total = {tl}.zeros((BLOCK,), dtype={tl}.float32)
+    for _ in range(0, n_split):
+        total += {tl}.load(parts, mask=ok, other=0.0)
+        parts += n_out
+    {tl}.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=ok)
+'''
+
+
+def _with_param(kdef: cst.FunctionDef, name: str) -> cst.Parameters:
+    """kdef's parameters with `name` appended, keeping one-a-line layouts so."""
+    params = list(kdef.params.params)
+    last = params[-1]
+    new = cst.Param(cst.Name(name))
+    if isinstance(last.comma, cst.Comma) and "\n" in code(last.comma):
+        inner = params[-2].comma if len(params) > 1 else last.comma
+        params[-1] = last.with_changes(comma=inner)
+        new = new.with_changes(comma=last.comma)
+    else:
+        params[-1] = last.with_changes(
+            comma=tile_rewrite._sep(), whitespace_after_param=cst.SimpleWhitespace("")
+        )
+        new = new.with_changes(whitespace_after_param=last.whitespace_after_param)
+    return kdef.params.with_changes(params=[*params, new])
+
+
+def _kernel(a: Analysis, kdef: cst.FunctionDef, tl: str) -> tuple[cst.FunctionDef, str]:
+    """The kernel reducing its program's K chunk into its row of the partials, and the name
+    of its new parameter, the partials' row length."""
+    used = set(names_in(kdef)) | {p.name.value for p in kdef.params.params}
+    n = {k: tile_rewrite.fresh(k, used) for k in ("split", "k_chunk", "k_lo", "n_out")}
+    store, cast = a.store, a.cast
+    assert a.loop is not None and store is not None
+    header = a.loop.iter
+
+    class Body(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            if original is header:
+                lo = cst.parse_expression(n["k_lo"])
+                hi = cst.parse_expression(f"{tl}.minimum({n['k_lo']} + {n['k_chunk']}, {a.k})")
+                args = list(updated.args)
+                args[0], args[1] = args[0].with_changes(value=lo), args[1].with_changes(value=hi)
+                return updated.with_changes(args=args)
+            if original is store and cast is not None:
+                assert isinstance(cast.func, cst.Attribute)
+                at = next(i for i, x in enumerate(original.args) if x.value is cast)
+                args = list(updated.args)
+                bare = cast.func.value.with_changes(lpar=[], rpar=[])  # an argument needs none
+                args[at] = args[at].with_changes(value=bare)
+                return updated.with_changes(args=args)
+            return updated
+
+    body = kdef.body.visit(Body())
+    assert isinstance(body, cst.IndentedBlock)
+    lines = [
+        f"{n['split']} = {tl}.program_id(1)",
+        f"{a.out_param} += {n['split']}.to({tl}.int64) * {n['n_out']}",
+        f"{n['k_chunk']} = {tl}.cdiv({tl}.cdiv({a.k}, {tl}.num_programs(1)), {a.step}) * {a.step}",
+        f"{n['k_lo']} = {n['split']} * {n['k_chunk']}",
+    ]
+    prologue = [cst.parse_statement(x) for x in lines]
+    comment = (
+        f"split_k: program (i, s) reduces chunk s of {a.k} (a multiple of {a.step}) into row s "
+        f"of the fp32 partials at {a.out_param}, which a second kernel adds up"
+    )
+    prologue[0] = prologue[0].with_changes(leading_lines=_comments(comment))
+    stmts = list(body.body)
+    at = 1 if stmts and tile_rewrite._is_docstring(stmts[0]) else 0
+    body = body.with_changes(body=[*stmts[:at], *prologue, *stmts[at:]])
+    return kdef.with_changes(body=body, params=_with_param(kdef, n["n_out"])), n["n_out"]
+
+
+def _comments(text: str) -> list[cst.EmptyLine]:
+    """text as `# ` comment lines of at most 88 characters."""
+    return [cst.EmptyLine(comment=cst.Comment(f"# {x}")) for x in textwrap.wrap(text, 86)]
+
+
+def _split(a: Analysis, tr: str, p: dict[str, Any]) -> tuple[str, str]:
+    """SPLIT's expression and what the launcher comment says of it."""
+    if "split" in p:
+        return str(p["split"]), "SPLIT given."
+    programs = p.get("programs", f"{WAVES} * {SMS}")
+    cap = p.get("max_split", MAX_SPLIT)
+    value = f"max(1, min({cap}, {tr}.cdiv({programs}, {a.programs}), {tr}.cdiv({a.k_arg}, {a.step_arg})))"
+    target = f"{WAVES}x the {SMS} SMs of an H200" if "programs" not in p else f"{programs} in all"
+    why = f"SPLIT: programs for about {target}, at most {cap} chunks, at least one step each."
+    return value, why
+
+
+def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
+    la = a.launch
+    kdef = ctx.kernels[la.kernel]
+    tl = tile_rewrite.tl_alias(ctx.module) or f"{_triton_alias(ctx.module)}.language"
+    tr = _triton_alias(ctx.module)
+    assert tr is not None and a.statement is not None
+    used = set(names_in(ctx.module))
+    sum_name = tile_rewrite.fresh("_split_k_sum", used)
+    launcher = set(names_in(la.func)) | set(assignments(ctx.module))
+    split = tile_rewrite.fresh("SPLIT", launcher)
+    parts = tile_rewrite.fresh(f"{a.out}_parts", launcher)
+    value, why = _split(a, tr, p)
+    if isinstance(p.get("split"), str):
+        bad = undefined_skip(value, ctx.module, la.func, Site("split_k", "forward", 0, 0, "", ""))
+        if bad is not None:
+            return bad
+    total = f"{a.out}.numel()"
+    comment = (
+        f"split_k: {split} programs per output, each reducing a chunk of {a.k_arg} in fp32 into "
+        f"{parts}[s]; {sum_name} adds the {split} partials in order and casts to {a.out}'s "
+        f"dtype. {why}"
+    )
+    first = cst.parse_statement(f"{split} = {value}").with_changes(leading_lines=_comments(comment))
+    workspace = cst.parse_statement(
+        f"{parts} = {a.torch}.empty(({split}, {total}), device={a.out}.device, dtype={a.torch}.float32)"
+    )
+    after = cst.parse_statement(
+        f"{sum_name}[({tr}.cdiv({total}, {SUM_BLOCK}),)]({parts}, {a.out}, {total}, {split}, BLOCK={SUM_BLOCK})"
+    )
+    call, statement = la.call, a.statement
+    sub = call.func
+    assert isinstance(sub, cst.Subscript)
+    new_kdef, n_out = _kernel(a, kdef, tl)
+    grid = cst.parse_expression(f"({a.programs}, {split})")
+    out = next(x for x in call.args if isinstance(x.value, cst.Name) and x.value.value == a.out)
+    new_call = tile_rewrite._with_args(
+        call.with_changes(
+            func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(grid))]),
+            args=[x.with_changes(value=cst.Name(parts)) if x is out else x for x in call.args],
+        ),
+        [tile_rewrite._kw(n_out, total)],
+    )
+    sum_def = cst.parse_module(SUM_KERNEL.format(tr=tr, tl=tl, name=sum_name)).body[0]
+    sum_def = sum_def.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+
+    class File(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            return new_call if original is call else updated
+
+        def leave_SimpleStatementLine(
+            self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+        ) -> Any:
+            if original is statement:
+                return cst.FlattenSentinel([first, workspace, updated, after])
+            return updated
+
+        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
+            return cst.FlattenSentinel([new_kdef, sum_def]) if original is kdef else updated
+
+    return ctx.module.visit(File()).code
+
+
+@register
+class SplitK(RewritePass):
+    NAME = "split_k"
+    DESCRIPTION = (
+        "Split a long serial K loop (GEMV, small-output long-K matmul: too few programs to fill "
+        "the GPU) over SPLIT programs per output: grid (n, SPLIT), each program reduces its K "
+        "chunk (a multiple of the step) into an fp32 partials row, and a second Triton kernel "
+        "sums the SPLIT partials per output and casts to the output dtype (deterministic)."
+    )
+    CATEGORY = "parallelism"
+    ANCHOR = "one top-level `for k in range(0, K, STEP)` loop carrying one fp32 accumulator, stored once after the loop, launched over a literal grid (n,)"
+
+    def backward_sites(self, source: str) -> list[Site]:
+        return []  # forward only (module docstring)
+
+    def simplify(self, source: str, site: Site) -> RewriteResult:
+        return RewriteResult.skip("split_k has no backward rewrite", site)
+
+    def forward_sites(self, source: str) -> list[Site]:
+        def run() -> list[Site]:
+            return [
+                self.site(
+                    "forward",
+                    i,
+                    a.line,
+                    a.function,
+                    f"{a.kernel}: {a.programs} programs, each a serial loop over {a.k_arg} in steps of {a.step_arg} into {a.acc}",
+                    kernel=a.kernel,
+                    programs=a.programs,
+                    k=a.k_arg,
+                    step=a.step_arg,
+                )
+                for i, a in enumerate(x for x in analyse(source)[1] if not x.problem)
+            ]
+
+        return self.safe_sites(run)
+
+    def why_not(self, source: str) -> list[str]:
+        """The reason each launch in the file is not a site (empty string for a site)."""
+        return tile_rewrite.why_not(self, analyse, source)
+
+    def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
+        p = params or {}
+
+        def run() -> RewriteResult:
+            for key in ("split", "programs", "max_split"):
+                v = p.get(key)
+                ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+                if not ok and not (key == "split" and isinstance(v, str)):
+                    return RewriteResult.skip(
+                        f"params['{key}']={v!r}: expected an int >= 1"
+                        + (" or a launcher expression" if key == "split" else ""),
+                        site,
+                    )
+            if isinstance(p.get("split"), str):
+                try:
+                    cst.parse_expression(p["split"])
+                except cst.ParserSyntaxError:
+                    return RewriteResult.skip(
+                        f"params['split']={p['split']!r}: not an expression", site
+                    )
+            ctx, found = analyse(source)
+            a = next((x for x in found if x.kernel == site.params.get("kernel")), None)
+            if a is None:
+                return RewriteResult.skip(f"no launch of {site.params.get('kernel')} here", site)
+            if a.problem:
+                return RewriteResult.skip(a.problem, site)
+            out = rewrite(ctx, a, p)
+            if isinstance(out, RewriteResult):
+                return RewriteResult.skip(out.reason, site)
+            return RewriteResult(
+                True,
+                f"{a.kernel}: K split over SPLIT programs per output (grid ({a.programs}, SPLIT)), "
+                "fp32 partials summed by a second kernel",
+                out,
+                site,
+            )
+
+        return self.safe(run)

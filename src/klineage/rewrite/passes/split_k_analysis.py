@@ -1,0 +1,369 @@
+"""split_k's analysis (not a pass): a file's launches of kernels whose program reduces a long K
+loop serially into one accumulator, and whether the loop can be split over a second program
+axis (rewrite/passes/split_k.py says what is rewritten). It builds on multi_row_analysis's
+launch checks (`Launched`, `analyse_launches`, `launch_problem`).
+
+What makes a site, read from the structure and never from names:
+- a literal 1-D grid `(n,)`, a kernel that reads no program axis but 0 and no tl.num_programs,
+  straight-line code around exactly one top-level `for v in range(0, K, STEP)` (or tl.range),
+  K a parameter the kernel never reassigns and STEP a constexpr parameter or a literal;
+- the loop carries exactly one value, the accumulator, started once before the loop from an
+  fp32 zero (tl.zeros(..., dtype=tl.float32), tl.full(..., 0, tl.float32), 0.0) and inside
+  the loop only added to (`acc += e`, `acc = acc + e`, `acc = tl.dot(x, y, acc)`, e free of
+  acc) and never read otherwise; nothing else assigned in the loop is read after it;
+- one tl.store in the kernel, after the loop, whose value (an outer `.to(...)` aside) is the
+  accumulator summed (tl.sum), scaled by values free of it, indexed with None/`:` or cast to
+  fp32 (the partials' dtype): a linear function of it, so the sum of the chunks' values is the
+  value; its pointer and mask are free of the accumulator;
+- the store's base pointer arrives in a parameter used for nothing but that store (its
+  `.dtype` aside) and receives a tensor the launcher allocates uninitialised and dense
+  (torch.empty, torch.empty_like, x.new_empty) and passes to no other launch: its offsets lie
+  in [0, numel), which the second kernel overwrites whole;
+- no atomics, returns, or calls of the file's own jit helpers (their stores are not followed);
+  the launch is a statement of its own and the kernel is launched once, without autotuning.
+
+Anything else is not proven and `problem` says why. No rewriting here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from klineage.rewrite.base import dotted
+from klineage.rewrite.passes.multi_row_analysis import Launched, analyse_launches, launch_problem
+from klineage.rewrite.passes.rows_per_program import (
+    Ctx,
+    Launch,
+    assignments,
+    bind,
+    code,
+    constexprs,
+    walk,
+)
+from klineage.rewrite.passes.split_k_store import StoreCheck, arg, fp32, reads, smalls, targets
+
+LOOP_RANGES = {"range", "tl.range", "triton.language.range"}
+SMALL = cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Expr | cst.Pass
+
+
+def _is_zero(e: cst.BaseExpression) -> bool:
+    return isinstance(e, cst.Float | cst.Integer) and float(e.value) == 0
+
+
+@dataclass
+class Analysis(Launched):
+    programs: str = ""  # the grid's program count
+    acc: str = ""  # the loop-carried accumulator
+    k: str = ""  # the kernel's K parameter (the loop's stop)
+    step: str = ""  # the kernel's STEP: a constexpr parameter or a literal
+    out_param: str = ""  # the kernel parameter the output pointer arrives in
+    out: str = ""  # the launcher's output tensor
+    k_arg: str = ""  # the launch's K
+    step_arg: str = ""  # the launch's STEP
+    torch: str = ""  # the launcher's name for torch
+    loop: cst.For | None = None
+    store: cst.Call | None = None
+    cast: cst.Call | None = None  # the stored value's outer `.to(...)`, stripped by the rewrite
+    statement: cst.SimpleStatementLine | None = None  # the launch's own statement
+
+
+class _Kernel:
+    """The checks on one kernel; each returns why it is not a site, or None, and fills `a`."""
+
+    def __init__(self, ctx: Ctx, kdef: cst.FunctionDef, roots: set[str], a: Analysis) -> None:
+        self.kdef, self.roots, self.a = kdef, roots, a
+        self.helpers = set(ctx.kernels)
+        self.params = [p.name.value for p in kdef.params.params]
+        self.body = list(kdef.body.body) if isinstance(kdef.body, cst.IndentedBlock) else []
+        self.pre: list[cst.BaseStatement] = []
+        self.inner: list[cst.BaseStatement] = []
+        self.post: list[cst.BaseStatement] = []
+
+    def problem(self) -> str | None:
+        return self.shape() or self.header() or self.calls() or self.carried() or self.stored()
+
+    def shape(self) -> str | None:
+        for st in self.body:
+            if not isinstance(st, cst.SimpleStatementLine | cst.For):
+                return f"a {type(st).__name__.lower()} statement at `{code(st).splitlines()[0]}`"
+        loops = [st for st in self.body if isinstance(st, cst.For)]
+        if not loops:
+            return "no K loop (a `for ... in range(0, K, STEP)` at the kernel's top level)"
+        if len(loops) > 1:
+            return f"{len(loops)} loops at the kernel's top level; one K loop is split"
+        loop = self.a.loop = loops[0]
+        at = self.body.index(loop)
+        self.pre, self.post = self.body[:at], self.body[at + 1 :]
+        if loop.orelse is not None:
+            return f"a loop with an else clause at `{code(loop).splitlines()[0]}`"
+        self.inner = list(loop.body.body) if isinstance(loop.body, cst.IndentedBlock) else []
+        for st in self.inner:
+            if not isinstance(st, cst.SimpleStatementLine):
+                return f"a nested {type(st).__name__.lower()} statement in the K loop at `{code(st).splitlines()[0]}`"
+        for small in smalls(self.body) + smalls(self.inner):
+            if not isinstance(small, SMALL):
+                return f"a `{code(small)}` statement"
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
+            if isinstance(small, cst.AugAssign | cst.AnnAssign):
+                targets = [small.target]
+            for t in targets:
+                if not isinstance(t, cst.Name):
+                    return f"an assignment to `{code(t)}` (only plain names are followed)"
+        return None
+
+    def header(self) -> str | None:
+        loop = self.a.loop
+        assert loop is not None
+        it = loop.iter
+        bad = f"`for ... in {code(it)}`: the K loop is not range(0, K, STEP) with K a parameter and STEP a constexpr parameter or a literal"
+        if not isinstance(it, cst.Call) or dotted(it.func) not in LOOP_RANGES:
+            return bad
+        pos = [a.value for a in it.args if a.keyword is None]
+        if len(pos) != 3 or not isinstance(loop.target, cst.Name):
+            return bad
+        start, stop, step = pos
+        if not _is_zero(start) or not isinstance(stop, cst.Name) or stop.value not in self.params:
+            return bad
+        if (isinstance(step, cst.Name) and step.value in constexprs(self.kdef)) or (
+            isinstance(step, cst.Integer) and int(step.value) > 0
+        ):
+            self.a.step = step.value
+        else:
+            return bad
+        self.a.k = stop.value
+        if any(self.a.k in targets(s) for s in walk(self.kdef.body)):
+            return f"the kernel reassigns its K bound {self.a.k}"
+        return None
+
+    def calls(self) -> str | None:
+        loop = self.a.loop
+        assert loop is not None
+        in_loop = {id(n) for n in walk(loop.body)}
+        before = {id(n) for st in self.pre for n in walk(st)}
+        stores: list[cst.Call] = []
+        for n in walk(self.kdef.body):
+            if isinstance(n, cst.Return):
+                return "a return in the kernel"
+            if not isinstance(n, cst.Call):
+                continue
+            if isinstance(n.func, cst.Name) and n.func.value in self.helpers:
+                return f"a call of the jit helper {n.func.value} (what it loads and stores is not followed)"
+            parts = dotted(n.func).split(".")
+            if parts[0] not in self.roots:
+                continue
+            last = parts[-1]
+            if last == "program_id":
+                axis = arg(n, 0, "axis")
+                if not (isinstance(axis, cst.Integer) and axis.value == "0"):
+                    return f"`{code(n)}`: the kernel already reads a program axis other than 0"
+            elif last == "num_programs":
+                return f"`{code(n)}`: the kernel reads the grid's size"
+            elif last.startswith("atomic_"):
+                return f"{dotted(n.func)}: atomics"
+            elif last == "store":
+                if id(n) in in_loop:
+                    return f"`{code(n)}`: a store inside the K loop (a value a step, not one a K chunk)"
+                if id(n) in before:
+                    return f"`{code(n)}`: a store before the K loop"
+                stores.append(n)
+        if len(stores) != 1:
+            return f"the kernel stores {len(stores)} times; one store of the accumulator is split"
+        self.a.store = stores[0]
+        return None
+
+    def carried(self) -> str | None:
+        loop = self.a.loop
+        assert loop is not None and isinstance(loop.target, cst.Name)
+        before = set(self.params) | {t for s in smalls(self.pre) for t in targets(s)}
+        in_loop = {t for s in smalls(self.inner) for t in targets(s)}
+        for name in sorted(in_loop & set(self.params)):
+            return f"the K loop reassigns the parameter {name}"
+        carried = sorted(in_loop & before)
+        if not carried:
+            return "the K loop carries no accumulator"
+        if len(carried) > 1:
+            return f"the K loop carries {', '.join(carried)}: one accumulator is split (anything else would need its chunk's start)"
+        acc = self.a.acc = carried[0]
+        for small in smalls(self.inner):
+            if acc in targets(small):
+                if not self._adds(small, acc):
+                    return f"`{code(small)}`: the K loop does more to {acc} than add to it"
+            elif reads(small, {acc}):
+                return f"`{code(small)}`: the accumulator {acc} is read inside the K loop"
+        stepwise = (in_loop - {acc}) | {loop.target.value}
+        for st in self.post:
+            for name in sorted(stepwise):
+                if reads(st, {name}):
+                    return f"`{name}` from the K loop is read after it (its last step's value)"
+        starts = [s for s in smalls(self.pre) if acc in targets(s)]
+        start = starts[0] if len(starts) == 1 else None
+        if not isinstance(start, cst.Assign) or not self._zero_fp32(start.value):
+            shown = "; ".join(code(s) for s in starts)
+            return f"the accumulator `{shown}`: only one fp32 zero start (tl.zeros(..., dtype=tl.float32), tl.full(..., 0, tl.float32), 0.0) is split, each chunk starting from it"
+        if any(acc in targets(s) for s in smalls(self.post)):
+            return f"the accumulator {acc} is reassigned after the K loop"
+        return None
+
+    def _adds(self, st: cst.BaseSmallStatement, acc: str) -> bool:
+        """st only adds a value free of acc to acc."""
+        if isinstance(st, cst.AugAssign):
+            return isinstance(st.operator, cst.AddAssign | cst.SubtractAssign) and not reads(
+                st.value, {acc}
+            )
+        if not isinstance(st, cst.Assign) or len(st.targets) != 1:
+            return False
+        v = st.value
+        if isinstance(v, cst.BinaryOperation) and isinstance(v.operator, cst.Add | cst.Subtract):
+            ends = [(v.left, v.right)] + (
+                [(v.right, v.left)] if isinstance(v.operator, cst.Add) else []
+            )
+            return any(
+                isinstance(x, cst.Name) and x.value == acc and not reads(y, {acc}) for x, y in ends
+            )
+        if isinstance(v, cst.Call) and dotted(v.func).split(".")[-1] == "dot":
+            c = arg(v, 2, "acc")
+            rest = [a for a in v.args if a.value is not c]
+            return (
+                dotted(v.func).split(".")[0] in self.roots
+                and isinstance(c, cst.Name)
+                and c.value == acc
+                and not any(reads(a, {acc}) for a in rest)
+            )
+        return False
+
+    def _zero_fp32(self, e: cst.BaseExpression) -> bool:
+        if isinstance(e, cst.Float):
+            return _is_zero(e)
+        if not isinstance(e, cst.Call) or dotted(e.func).split(".")[0] not in self.roots:
+            return False
+        last = dotted(e.func).split(".")[-1]
+        if last == "zeros":
+            return fp32(arg(e, 1, "dtype"))
+        if last == "full":
+            value = arg(e, 1, "value")
+            return value is not None and _is_zero(value) and fp32(arg(e, 2, "dtype"))
+        return False
+
+    def stored(self) -> str | None:
+        assert self.a.store is not None
+        self.check = StoreCheck(
+            self.kdef, self.roots, self.a.acc, self.post, smalls(self.body) + smalls(self.inner)
+        )
+        why = self.check.problem(self.a.store)
+        self.a.cast = self.check.cast
+        return why
+
+
+def _torch_alias(module: cst.Module) -> str | None:
+    for n in walk(module):
+        if isinstance(n, cst.Import):
+            for a in n.names:
+                if a.evaluated_name == "torch":
+                    return a.evaluated_alias or "torch"
+    return None
+
+
+def _binds(n: cst.CSTNode, name: str) -> bool:
+    """n is an assignment, for or as-clause whose target mentions name."""
+    if isinstance(n, cst.Assign):
+        found: list[cst.CSTNode] = [t.target for t in n.targets]
+    elif isinstance(n, cst.AugAssign | cst.AnnAssign | cst.For):
+        found = [n.target]
+    elif isinstance(n, cst.AsName):
+        found = [n.name]
+    else:
+        return False
+    return any(isinstance(x, cst.Name) and x.value == name for t in found for x in walk(t))
+
+
+def _allocated(func: cst.FunctionDef, name: str, torch: str) -> bool:
+    """name is bound once in the launcher func, to an uninitialised dense allocation."""
+    if name in {p.name.value for p in func.params.params}:
+        return False
+    bound = [n for n in walk(func) if _binds(n, name)]
+    found = assignments(func).get(name, [])
+    if len(found) != 1 or len(bound) != 1 or not isinstance(v := found[0].value, cst.Call):
+        return False
+    callee = dotted(v.func)
+    return callee in {f"{torch}.empty", f"{torch}.empty_like"} or (
+        isinstance(v.func, cst.Attribute) and v.func.attr.value == "new_empty"
+    )
+
+
+def _statement(la: Launch) -> cst.SimpleStatementLine | None:
+    """The launcher's statement that is the launch and nothing else."""
+    for n in walk(la.func):
+        if (
+            isinstance(n, cst.SimpleStatementLine)
+            and len(n.body) == 1
+            and isinstance(n.body[0], cst.Expr)
+            and n.body[0].value is la.call
+        ):
+            return n
+    return None
+
+
+def _launcher(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, k: _Kernel) -> str:
+    a = k.a
+    torch = _torch_alias(ctx.module)
+    if torch is None:
+        return "no `import torch` for the partials' torch.empty in the launcher"
+    a.torch = torch
+    args = bind(la.call, kdef)
+    outs = [
+        p
+        for p in k.check.candidates
+        if isinstance(v := args.get(p), cst.Name) and _allocated(la.func, v.value, torch)
+    ]
+    if len(outs) != 1:
+        return (
+            f"the store's pointer is built from {', '.join(k.check.candidates)}, "
+            f"{'several' if outs else 'none'} of them a tensor the launcher allocates "
+            "uninitialised (torch.empty, empty_like, new_empty) for this launch alone"
+        )
+    a.out_param = outs[0]
+    out = args[a.out_param]
+    assert isinstance(out, cst.Name)
+    a.out = out.value
+    passed = [  # the tensor itself; its strides and shape are the partials' rows' too
+        x
+        for other in ctx.launches
+        if other.func is la.func
+        for x in other.call.args
+        if isinstance(x.value, cst.Name) and x.value.value == a.out
+    ]
+    if len(passed) != 1:
+        return f"{a.out} is passed to other launches too (its partials' sum would overwrite them)"
+    assert a.store is not None and a.loop is not None
+    why = k.check.exclusive(a.out_param, a.store, a.loop)
+    if why:
+        return why
+    if a.k not in args:
+        return f"the launch does not pass {a.k}"
+    a.k_arg = code(args[a.k])
+    if a.step.isdigit():
+        a.step_arg = a.step
+    elif a.step in args:
+        a.step_arg = code(args[a.step])
+    else:
+        return f"the launch does not pass {a.step}"
+    a.statement = _statement(la)
+    if a.statement is None:
+        return "the launch is not a statement of its own (the partials' sum follows it)"
+    return ""
+
+
+def analyse(source: str) -> tuple[Ctx, list[Analysis]]:
+    return analyse_launches(source, Analysis, _problem)
+
+
+def _problem(
+    ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], count: int, a: Analysis
+) -> str:
+    unfit, a.programs = launch_problem(ctx, la, kdef, count, "programs")
+    if unfit:
+        return unfit
+    k = _Kernel(ctx, kdef, roots, a)
+    return k.problem() or _launcher(ctx, la, kdef, k)
