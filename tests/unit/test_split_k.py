@@ -206,7 +206,7 @@ def test_split_as_a_launcher_expression_or_a_target_program_count() -> None:
     )
     (site,) = PASS.forward_sites(GEMV)
     assert "NOPE, not defined here" in PASS.apply(GEMV, site, {"split": "max(1, NOPE)"}).reason
-    for bad in (0, 2.5, True, "max(1,"):
+    for bad in (0, 2.5, True, 65536, "max(1,"):
         r = PASS.apply(GEMV, site, {"split": bad})
         assert not r.applied and "params['split']" in r.reason, bad
 
@@ -301,6 +301,8 @@ def _kernel(body: str, old: str = "", new: str = "") -> str:
         # a zeroed output: the sum kernel's overwriting all of it would change what was never stored
         (START + LOOP + ADD + STORE, "torch.empty(", "torch.zeros(", "allocates uninitialised"),
         (START + LOOP + ADD + STORE, "[(w.shape[0],)]", "[grid]", "not a literal 1-D tuple"),
+        (START + LOOP + ADD + STORE, "    row_dot[", "    y.zero_()\n    row_dot[", "`y` is used before the launch"),
+        (START + LOOP + ADD + STORE, "        w.shape[1],\n", "        k_of(w),\n", "may not be evaluated twice"),
         (START + LOOP + ADD + STORE, "    return y", "    row_dot[(1,)](w, x, y, 1, 1, BK=256)\n    return y",
          "launched from 2 places"),
     ],

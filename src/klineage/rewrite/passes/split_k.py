@@ -30,8 +30,10 @@ kernel's overwriting all of it leaves nothing the original had written different
 proven is skipped with its reason (split_k_analysis.py, split_k_store.py): a loop that carries
 anything but the accumulator (an advanced pointer, a running max), an accumulator read inside
 the loop or started from anything but an fp32 zero, a store inside the loop or of a non-linear
-value (a bias added, an activation), loop bounds other than range(0, K, STEP), a grid that is
-not a literal 1-tuple, branches, nested loops, atomics, jit helpers, autotuning.
+value (a bias added, an activation), loop bounds other than range(0, K, STEP), an output
+not allocated by torch.empty for this launch alone (zeroed, written before, passed to another
+launch), a grid that is not a literal 1-tuple, branches, nested loops, atomics, jit helpers,
+autotuning.
 
 Forward only: no backward direction (the corpus' experts do not split K in this two-kernel
 shape, and undoing one would have to find its combine kernel).
@@ -272,10 +274,13 @@ class SplitK(RewritePass):
         def run() -> RewriteResult:
             for key in ("split", "programs", "max_split"):
                 v = p.get(key)
+                # grid axis 1 holds at most 65535 programs
                 ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+                ok = ok and not (key != "programs" and isinstance(v, int) and v > 65535)
                 if not ok and not (key == "split" and isinstance(v, str)):
                     return RewriteResult.skip(
                         f"params['{key}']={v!r}: expected an int >= 1"
+                        + (" and <= 65535 (grid axis 1)" if key != "programs" else "")
                         + (" or a launcher expression" if key == "split" else ""),
                         site,
                     )

@@ -17,10 +17,13 @@ What makes a site, read from the structure and never from names:
   value; its pointer and mask are free of the accumulator;
 - the store's base pointer arrives in a parameter used for nothing but that store (its
   `.dtype` aside) and receives a tensor the launcher allocates uninitialised and dense
-  (torch.empty, torch.empty_like, x.new_empty) and passes to no other launch: its offsets lie
-  in [0, numel), which the second kernel overwrites whole;
+  (torch.empty, torch.empty_like, x.new_empty), passes to no other launch and, before the
+  launch, only asks its shape, strides or device: its offsets lie in [0, numel), which the
+  second kernel overwrites whole, and nothing there but allocation garbage is lost;
 - no atomics, returns, or calls of the file's own jit helpers (their stores are not followed);
-  the launch is a statement of its own and the kernel is launched once, without autotuning.
+  the launch is a statement of its own, in no loop of its launcher, the kernel is launched
+  once, without autotuning, and the grid's, K's and STEP's launch expressions only read values
+  (the default SPLIT repeats them).
 
 Anything else is not proven and `problem` says why. No rewriting here.
 """
@@ -48,8 +51,37 @@ LOOP_RANGES = {"range", "tl.range", "triton.language.range"}
 SMALL = cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Expr | cst.Pass
 
 
+# Tensor queries that neither write the output nor depend on its contents.
+READ_ONLY = {"shape", "dtype", "device", "stride", "size", "numel", "dim", "ndim", "is_contiguous"}
+# Calls a launcher expression may make and still be evaluated twice (the default SPLIT repeats
+# the grid's, K's and STEP's expressions).
+PURE_CALLS = {
+    "stride",
+    "size",
+    "numel",
+    "dim",
+    "len",
+    "cdiv",
+    "next_power_of_2",
+    "min",
+    "max",
+    "int",
+}
+
+
 def _is_zero(e: cst.BaseExpression) -> bool:
-    return isinstance(e, cst.Float | cst.Integer) and float(e.value) == 0
+    if isinstance(e, cst.Integer):
+        return int(e.value, 0) == 0
+    return isinstance(e, cst.Float) and float(e.value) == 0
+
+
+def _pure(e: cst.BaseExpression) -> bool:
+    """e reads values only: names, attributes, subscripts, arithmetic and size queries."""
+    return not any(
+        (isinstance(n, cst.Call) and dotted(n.func).split(".")[-1] not in PURE_CALLS)
+        or isinstance(n, cst.NamedExpr | cst.Lambda | cst.Yield | cst.Await)
+        for n in walk(e)
+    )
 
 
 @dataclass
@@ -105,10 +137,10 @@ class _Kernel:
         for small in smalls(self.body) + smalls(self.inner):
             if not isinstance(small, SMALL):
                 return f"a `{code(small)}` statement"
-            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
+            lhs = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
             if isinstance(small, cst.AugAssign | cst.AnnAssign):
-                targets = [small.target]
-            for t in targets:
+                lhs = [small.target]
+            for t in lhs:
                 if not isinstance(t, cst.Name):
                     return f"an assignment to `{code(t)}` (only plain names are followed)"
         return None
@@ -127,14 +159,15 @@ class _Kernel:
         if not _is_zero(start) or not isinstance(stop, cst.Name) or stop.value not in self.params:
             return bad
         if (isinstance(step, cst.Name) and step.value in constexprs(self.kdef)) or (
-            isinstance(step, cst.Integer) and int(step.value) > 0
+            isinstance(step, cst.Integer) and int(step.value, 0) > 0
         ):
-            self.a.step = step.value
+            self.a.step = step.value if isinstance(step, cst.Name) else str(int(step.value, 0))
         else:
             return bad
         self.a.k = stop.value
-        if any(self.a.k in targets(s) for s in walk(self.kdef.body)):
-            return f"the kernel reassigns its K bound {self.a.k}"
+        for name in (self.a.k, self.a.step):
+            if any(name in targets(s) for s in walk(self.kdef.body)):
+                return f"the kernel reassigns its loop bound {name}"
         return None
 
     def calls(self) -> str | None:
@@ -292,6 +325,35 @@ def _allocated(func: cst.FunctionDef, name: str, torch: str) -> bool:
     )
 
 
+def _untouched(ctx: Ctx, la: Launch, name: str, arg: cst.Name) -> str | None:
+    """Why the output `name` may hold anything but its allocation's garbage at the launch, or
+    be written after it but for the launch's own store (None: it cannot): the sum kernel
+    overwrites all of it."""
+    if any(
+        isinstance(n, cst.For | cst.While) and any(x is la.call for x in walk(n.body))
+        for n in walk(la.func)
+    ):
+        return "the launch is inside a loop of its launcher"
+    queries = {
+        id(n.value)
+        for n in walk(la.func)
+        if isinstance(n, cst.Attribute) and n.attr.value in READ_ONLY
+    }
+    (alloc,) = assignments(la.func)[name]
+    target = alloc.targets[0].target if isinstance(alloc, cst.Assign) else alloc.target
+    for n in walk(la.func):
+        if (
+            isinstance(n, cst.Name)
+            and n.value == name
+            and n is not arg
+            and n is not target
+            and id(n) not in queries
+            and ctx.line(n) <= la.line
+        ):
+            return f"`{name}` is used before the launch at line {ctx.line(n)} (it must hold nothing the partials' sum would overwrite)"
+    return None
+
+
 def _statement(la: Launch) -> cst.SimpleStatementLine | None:
     """The launcher's statement that is the launch and nothing else."""
     for n in walk(la.func):
@@ -335,7 +397,10 @@ def _launcher(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, k: _Kernel) -> str:
         if isinstance(x.value, cst.Name) and x.value.value == a.out
     ]
     if len(passed) != 1:
-        return f"{a.out} is passed to other launches too (its partials' sum would overwrite them)"
+        return f"{a.out} is passed to other launches too (the partials' sum overwrites all of it)"
+    why = _untouched(ctx, la, a.out, out)
+    if why:
+        return why
     assert a.store is not None and a.loop is not None
     why = k.check.exclusive(a.out_param, a.store, a.loop)
     if why:
@@ -352,6 +417,9 @@ def _launcher(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, k: _Kernel) -> str:
     a.statement = _statement(la)
     if a.statement is None:
         return "the launch is not a statement of its own (the partials' sum follows it)"
+    for e in (a.programs, a.k_arg, a.step_arg):
+        if not _pure(cst.parse_expression(e)):
+            return f"`{e}` may not be evaluated twice (the default SPLIT repeats it)"
     return ""
 
 
