@@ -51,8 +51,8 @@ for p in ${1//,/ }; do
   case $p in
     gputests) phase 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/gpu ;;
     corpus-new)  # the three newest corpus families, one process each, side by side
-      for w in colsum cumsum transpose; do
-        OUT="$OUT/corpus-$w" phase 260 python3 benchmarks/corpus.py --workloads $w --timeout 240 &
+      for w in ${CORPUS_NEW:-colsum cumsum transpose}; do
+        OUT="$OUT/corpus-$w" phase ${CORPUS_S:-260} python3 benchmarks/corpus.py --workloads $w --timeout ${CORPUS_S:-240} &
       done; wait ;;
     gateprof) phase 150 python3 benchmarks/gate_profile.py --calls 2 ;;
     gateprof-cases)  # the colsum naive (4 regimes of 268 MB cases): bounded cases, then all
