@@ -202,7 +202,7 @@ def build_regime(
     trials: list[list[Any]] = []
     first_out: list[Any] = []
     spent = Seconds()
-    n_trials = cfg.trials
+    n_trials, unverified = cfg.trials, False
     t = 0
     while t < n_trials:
         torch.manual_seed(trial_seed(cfg.seed, regime, t))
@@ -212,6 +212,17 @@ def build_regime(
             want = _cpu(on_device)
         if t == 0:
             n_trials = trials_for(cfg, case_nbytes([*inputs, *want]), skipped)
+            # The checker does not verify bf16 on the CPU (the interpreter computes it wrong):
+            # one case serves the compile stage, and the rest would be minutes of CPU for
+            # nothing (a 268 MB regime's nine cases and their float64 evaluations).
+            unverified = device == "cpu" and any(
+                isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 for v in inputs
+            )
+            if unverified:
+                n_trials = 1
+                skipped.append(
+                    "every case but trial 1: bfloat16 inputs are not verified on the CPU"
+                )
         bad = _nonfinite(want)
         if bad:
             raise LoadError(
@@ -226,7 +237,11 @@ def build_regime(
         # Odd trials (and the second) reuse one set of buffers with new contents.
         buffer = "B" if t == 1 or t % 2 == 1 else None
         with spent("float64"):
-            f64 = exact.outputs(inputs, on_device)
+            f64 = (
+                (None, "not evaluated: not verified here")
+                if unverified
+                else exact.outputs(inputs, on_device)
+            )
         with spent("files"):
             label = f"trial {t + 1}/{n_trials}"
             case = _case(out, tag, len(cases), label, "get_inputs", inputs, want, buffer, *f64)
@@ -234,12 +249,20 @@ def build_regime(
         t += 1
     gen = torch.Generator().manual_seed(req.secret ^ trial_seed(cfg.seed, regime, 999))
     base = trials[min(3, len(trials) - 1)]
-    variants: list[tuple[str, list[Any] | None, str | None]] = [
-        ("changed in place at random positions", _perturbed(_cpu(base), gen), "B"),
-        ("signs flipped (get_inputs is non-negative)", _signed(_cpu(trials[0]), gen), None),
-        ("outliers of 32x the largest value", _outliers(_cpu(trials[2 % len(trials)]), gen), "B"),
-        ("every value 32x larger", _scaled(_cpu(trials[-1])), None),
-    ]
+    variants: list[tuple[str, list[Any] | None, str | None]] = (
+        []
+        if unverified
+        else [
+            ("changed in place at random positions", _perturbed(_cpu(base), gen), "B"),
+            ("signs flipped (get_inputs is non-negative)", _signed(_cpu(trials[0]), gen), None),
+            (
+                "outliers of 32x the largest value",
+                _outliers(_cpu(trials[2 % len(trials)]), gen),
+                "B",
+            ),
+            ("every value 32x larger", _scaled(_cpu(trials[-1])), None),
+        ]
+    )
     for label, values, buffer in variants:
         if values is None:
             continue
