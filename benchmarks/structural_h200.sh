@@ -26,6 +26,6 @@ for f in sorted(Path(sys.argv[1]).glob("*.json")):
     print(f"{f.stem}: accepted={d['accepted']} {d['message'][:200]}")
     prof = next((s for s in d["stages"] if s["stage"] == "profile"), None)
     for name, row in ((prof or {}).get("numbers", {}).get("regimes") or {}).items():
-        print(f"   {name}: {row.get('kernel_ms')} ms, x{row.get('speedup_vs_base')} vs naive (spread {row.get('spread')}),"
+        print(f"   {name}: {row.get('kernel_ms')} ms, x{row.get('ratio')} vs naive (spread {row.get('spread')}),"
               f" {row.get('pct_of_floor')}% of floor, compile {row.get('compile_ms')} ms, launch-bound {row.get('launch_bound')}")
 PY
