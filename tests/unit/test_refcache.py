@@ -86,3 +86,26 @@ def test_the_cache_is_bounded_and_yields_to_live_calls(tmp_path: Path, monkeypat
     cache.put("more", manifest, ref)
     cache.make_room(1 << 30, tmp_path)  # enough free already: nothing goes
     assert sorted(p.name for p in root.iterdir()) == ["more", "new"]
+
+
+def test_an_unchanged_file_is_linked_without_rehashing_and_a_changed_one_is_hashed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A get reads no byte of a stored file that still has the inode, size and mtime it was
+    hashed with; a file written since (same size, new contents) is hashed and misses."""
+    import os
+
+    from klineage.gate import refcache
+
+    manifest, ref = _entry(tmp_path)
+    cache = ReferenceCache(tmp_path / "cache")
+    cache.put("k", manifest, ref)
+    hashed: list[str] = []
+    real = refcache._copy_hashed
+    monkeypatch.setattr(refcache, "_copy_hashed", lambda s, d: hashed.append(s.name) or real(s, d))
+    assert cache.get("k", tmp_path / "a") == manifest and hashed == []
+    stored = tmp_path / "cache" / "reference-cases" / "k" / "want.pt"
+    assert os.stat(stored).st_ino == os.stat(tmp_path / "a" / "want.pt").st_ino  # a link
+    torch.save({"outputs": [torch.ones(3)]}, stored)  # same size, other values, a new mtime
+    assert cache.get("k", tmp_path / "b") is None and cache.rejected == 1
+    assert hashed == ["want.pt"]  # init.pt and in.pt were linked unread, as before
