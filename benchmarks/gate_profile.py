@@ -82,9 +82,8 @@ def main() -> None:
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)
         print(s.getvalue(), file=report)
-    text = report.getvalue()
-    print(text)
-    (out_dir() / "gate-profile.txt").write_text(text, encoding="utf-8")
+        (out_dir() / "gate-profile.txt").write_text(report.getvalue(), encoding="utf-8")
+    print(report.getvalue())
 
 
 if __name__ == "__main__":
