@@ -218,7 +218,7 @@ def drive(
     lock = GpuLock(clock, active=req.device == "cuda")
     harness = Harness(Path(req.candidate), req.device, workdir / "cand", inputs, clock, None)
     isolation = f"{harness.level}: {harness.description}"
-    checker = Checker(req, harness, Expected(private, manifest), inputs)
+    checker = Checker(req, harness, Expected(private, manifest), harness.inputs)
     running = Stage.LOAD
     base_harness: Harness | None = None
     base, base_why_not = None, None
@@ -415,7 +415,7 @@ def _base_side(req: GateRequest, workdir: Path, inputs: Path) -> tuple[Any, Any,
     if bad is not None:
         harness.close()
         return None, None, bad.message.splitlines()[0]
-    return harness, Side(harness, inputs), None
+    return harness, Side(harness, harness.inputs), None
 
 
 def _profile_and_replay(
@@ -447,7 +447,7 @@ def _profile_and_replay(
     profiled = profile_stage(
         req,
         verified,
-        Side(checker.harness, inputs),
+        Side(checker.harness, checker.harness.inputs),
         event,
         base=base,
         launch_ms=manifest.launch_ms,

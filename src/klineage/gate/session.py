@@ -38,6 +38,9 @@ from klineage.gate.protocol import (
     RefRequest,
 )
 from klineage.gate.sandbox import IsolationLevel, Limits, SandboxSpec, sandbox_command
+from klineage.gate.zygote import Staged, ZygoteChild
+from klineage.gate.zygote import enabled as zygote_enabled
+from klineage.gate.zygote import harness_process as warm_harness
 
 R = TypeVar("R", bound=BaseModel)
 _SRC_ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +123,12 @@ def limits_for(device: str, timeout_s: float) -> Limits:
     )
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def _kill(proc: subprocess.Popen[bytes] | ZygoteChild) -> None:
+    if isinstance(proc, ZygoteChild):  # its pid is the zygote's namespace's, not ours
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
@@ -328,25 +336,53 @@ class Harness:
             shutil.copyfile(sibling, run_dir / sibling.name)
         cmd_r, self._cmd_w = os.pipe()
         self._rep_r, rep_w = os.pipe()
-        spec = sandbox_command(
-            [sys.executable, "-I", str(script), str(cmd_r), str(rep_w)],
-            workdir=workdir / "sandbox",
-            readonly=[candidate.parent, inputs, run_dir],
-            writable=[self.out],
-            device=device,
-            limits=limits_for(device, clock.timeout_s),
-            level=isolation,
-            env_keep=_child_env(device, with_src=False),
-            pass_fds=(cmd_r, rep_w),
-        )
-        self.level = spec.level
-        self.description = spec.description
-        self.proc = _start(spec, self.log)
+        self.inputs = inputs  # as the harness sees them: a zygote's are linked into its spool
+        self.proc: subprocess.Popen[bytes] | ZygoteChild
+        warm = self._warm(candidate, inputs, cmd_r, rep_w) if isolation is None else None
+        if warm is not None:
+            self.proc, staged, description = warm
+            self.inputs, self.out = staged.inputs, staged.out
+            self.level = IsolationLevel.BWRAP
+            self.description = description + "; forked from a warm zygote (gate/zygote.py)"
+        else:
+            spec = sandbox_command(
+                [sys.executable, "-I", str(script), str(cmd_r), str(rep_w)],
+                workdir=workdir / "sandbox",
+                readonly=[candidate.parent, inputs, run_dir],
+                writable=[self.out],
+                device=device,
+                limits=limits_for(device, clock.timeout_s),
+                level=isolation,
+                env_keep=_child_env(device, with_src=False),
+                pass_fds=(cmd_r, rep_w),
+            )
+            self.level = spec.level
+            self.description = spec.description
+            self.proc = _start(spec, self.log)
         os.close(cmd_r)
         os.close(rep_w)
         self._buf = b""
         self._next = 1
         self.timed_out = False
+
+    def _warm(
+        self, candidate: Path, inputs: Path, cmd_r: int, rep_w: int
+    ) -> tuple[ZygoteChild, Staged, str] | None:
+        """A harness forked from a warm zygote (KLINEAGE_ZYGOTE=1), or None: a fresh one."""
+        if not zygote_enabled():
+            return None
+        log = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            return warm_harness(
+                candidate,
+                self.device,
+                inputs,
+                limits_for(self.device, self.clock.timeout_s),
+                _child_env(self.device, with_src=False),
+                (cmd_r, rep_w, log),
+            )
+        finally:
+            os.close(log)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

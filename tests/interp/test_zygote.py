@@ -1,0 +1,120 @@
+"""The warm zygote (KLINEAGE_ZYGOTE=1, gate/zygote.py): candidates of one folder are forked from
+one sandboxed process that imported torch and triton once, and nothing one of them leaves
+behind reaches the next: a background process it started is killed before the next runs, a
+zygote it killed is replaced. The hostile and adversarial suites run on this path too when the
+variable is set (docs/GATE.md)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from klineage.config import GateConfig
+from klineage.gate import run_gate, zygote
+from klineage.gate.sandbox import IsolationLevel, strongest_level
+from tests.conftest import EXAMPLE
+
+pytestmark = [
+    pytest.mark.interpreter,
+    pytest.mark.skipif(
+        strongest_level() is not IsolationLevel.BWRAP, reason="the zygote runs under bubblewrap"
+    ),
+]
+
+GOOD = (EXAMPLE / "candidate.py").read_text(encoding="utf-8")
+
+# At import: a background process that, for 20 s, leaves marker files in the spool's writable
+# tree (where the next candidate's outputs will be). The forward runs only while the markers
+# are there, so the candidate is accepted only if its daemon ran (the test's positive control).
+# libc's fork, not os.fork: the harness's guards end any child os.fork makes at once.
+LEAVES_A_DAEMON = """
+import ctypes, os, time
+ROOT = os.path.dirname(os.path.dirname(os.getcwd()))
+if ctypes.CDLL(None).fork() == 0:
+    os.setsid()
+    end, i = time.time() + 20, 0
+    while time.time() < end:
+        i += 1
+        try:
+            open(os.path.join(ROOT, f"alive-{i}"), "w").close()
+        except OSError:
+            pass
+        time.sleep(0.01)
+    os._exit(0)
+"""
+
+NEEDS_ITS_DAEMON = """
+_Good = ModelNew
+
+
+class ModelNew(_Good):
+    def forward(self, x):
+        if not any(n.startswith("alive") for n in os.listdir(ROOT)):
+            raise RuntimeError("its daemon is not running")
+        return super().forward(x)
+"""
+
+KILLS_ITS_PARENT = """
+import os, signal
+os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+
+def _gate(candidate: Path, **kw: object):
+    return run_gate(
+        EXAMPLE / "problem.py",
+        candidate,
+        regimes=["tiny_rows"],
+        config=GateConfig(cache=False),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def warm(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("KLINEAGE_ZYGOTE", "1")
+    zygote.close_all()
+    yield
+    zygote.close_all()
+
+
+def test_candidates_of_one_folder_share_one_zygote(tmp_path: Path, warm: None) -> None:
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text(GOOD, encoding="utf-8")
+    second.write_text(GOOD + "\n# another candidate\n", encoding="utf-8")
+    r1, r2 = _gate(first), _gate(second)
+    assert r1.accepted and r2.accepted, (r1.message, r2.message)
+    assert (
+        "forked from a warm zygote" in r1.isolation and "forked from a warm zygote" in r2.isolation
+    )
+    assert len([z for z in zygote._USED if not z.dead]) == 1
+
+
+def test_a_background_process_is_killed_before_the_next_candidate(
+    tmp_path: Path, warm: None
+) -> None:
+    hostile, good = tmp_path / "hostile.py", tmp_path / "good.py"
+    hostile.write_text(LEAVES_A_DAEMON + GOOD + NEEDS_ITS_DAEMON, encoding="utf-8")
+    good.write_text(GOOD, encoding="utf-8")
+    r = _gate(hostile, static_guards=False)
+    assert r.accepted, r.message  # so its daemon ran beside its calls
+    (z,) = [z for z in zygote._USED if not z.dead]
+    time.sleep(0.5)  # a live daemon leaves a marker every 10 ms
+    assert not [p.name for p in z.rw.rglob("alive-*")]
+    after = _gate(good)
+    assert after.accepted, after.message
+    assert "forked from a warm zygote" in after.isolation and not list(z.rw.rglob("alive-*"))
+
+
+def test_a_candidate_that_kills_the_zygote_is_rejected_and_the_next_starts_fresh(
+    tmp_path: Path, warm: None
+) -> None:
+    hostile, good = tmp_path / "hostile.py", tmp_path / "good.py"
+    hostile.write_text(KILLS_ITS_PARENT + GOOD, encoding="utf-8")
+    good.write_text(GOOD, encoding="utf-8")
+    r = _gate(hostile, static_guards=False)
+    assert not r.accepted and r.fault is not None
+    after = _gate(good)
+    assert after.accepted, after.message
