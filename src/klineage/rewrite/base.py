@@ -13,14 +13,33 @@ Passes work on source text and parse it with LibCST, so comments and formatting 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 T = TypeVar("T")
+
+
+class Analysed(Protocol):
+    """What an analysis says of one launch (multi_row_analysis.Launched and its kin)."""
+
+    @property
+    def kernel(self) -> str: ...
+
+    @property
+    def line(self) -> int: ...
+
+    @property
+    def function(self) -> str: ...
+
+    @property
+    def problem(self) -> str: ...  # why the launch is no site ("" for a site)
+
+
+L = TypeVar("L", bound=Analysed)
 
 
 @dataclass(frozen=True)
@@ -105,6 +124,21 @@ class RewritePass(ABC):
         result = self.safe(fn, *args)
         return result if isinstance(result, list) else []
 
+    def launch_sites(
+        self, find: Callable[[], Iterable[L]], describe: Callable[[L], tuple[str, dict[str, Any]]]
+    ) -> list[Site]:
+        """Forward sites through `safe_sites`: the launches find() analyses without a problem,
+        each with the description and params describe(a) gives."""
+
+        def run() -> list[Site]:
+            out = []
+            for i, a in enumerate(x for x in find() if not x.problem):
+                description, params = describe(a)
+                out.append(self.site("forward", i, a.line, a.function, description, **params))
+            return out
+
+        return self.safe_sites(run)
+
     def rewrite_at(
         self,
         find: Callable[[], tuple[cst.Module, Sequence[T]]],
@@ -122,6 +156,31 @@ class RewritePass(ABC):
             return rewrite(module, found[site.index])
 
         return self.safe(run)
+
+
+class ForwardOnly(RewritePass):
+    """A pass with no backward direction: no backward sites, and simplify is the skip "<NAME>
+    has no backward rewrite" (with NO_BACKWARD, when set, in parentheses after it)."""
+
+    NO_BACKWARD: ClassVar[str] = ""
+
+    def backward_sites(self, source: str) -> list[Site]:
+        return []
+
+    def simplify(self, source: str, site: Site) -> RewriteResult:
+        why = f" ({self.NO_BACKWARD})" if self.NO_BACKWARD else ""
+        return RewriteResult.skip(f"{self.NAME} has no backward rewrite{why}", site)
+
+
+def launched(found: Sequence[L], site: Site) -> L | RewriteResult:
+    """The analysed launch of the site's kernel, or the skip that says why not: no launch of it
+    here, or its problem."""
+    a = next((x for x in found if x.kernel == site.params.get("kernel")), None)
+    if a is None:
+        return RewriteResult.skip(f"no launch of {site.params.get('kernel')} here", site)
+    if a.problem:
+        return RewriteResult.skip(a.problem, site)
+    return a
 
 
 def parse(source: str) -> cst.Module:

@@ -52,17 +52,19 @@ from typing import Any
 
 import libcst as cst
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted
+from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, dotted, launched
 from klineage.rewrite.passes.block_scan_analysis import Analysis, _added, analyse
-from klineage.rewrite.passes.rows_per_program import (
-    Ctx,
-    _triton_alias,
-    assignments,
-    code,
-    names_in,
-    walk,
+from klineage.rewrite.passes.rows_per_program import Ctx, _triton_alias, assignments, code, names_in
+from klineage.rewrite.passes.tile_rewrite import (
+    Relaunch,
+    _kw,
+    _with_args,
+    constexpr,
+    fresh,
+    masked,
+    tl_alias,
+    with_params,
 )
-from klineage.rewrite.passes.tile_rewrite import _and, _kw, _sep, _with_args, fresh, tl_alias
 from klineage.rewrite.registry import register
 
 # The cumsum expert's LOOP_BLOCK_N: 8 KB of bf16, 32 fp32 a thread at 4 warps. Measured on an
@@ -101,42 +103,14 @@ class _Mask(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         if id(original) not in self.ids:
             return updated
-        pos = 1 if dotted(original.func).endswith("load") else 2
-        args = list(updated.args)
-        for i, a in enumerate(args):
-            if (a.keyword and a.keyword.value == "mask") or (a.keyword is None and i == pos):
-                none = isinstance(a.value, cst.Name) and a.value.value == "None"
-                args[i] = a.with_changes(
-                    value=cst.Name(self.ok) if none else _and(a.value, self.ok)
-                )
-                return updated.with_changes(args=args)
-        return _with_args(updated, [_kw("mask", self.ok)])
+        return masked(updated, 1 if dotted(original.func).endswith("load") else 2, self.ok)
 
 
 def _with_param(kdef: cst.FunctionDef, name: str, tl_mod: str) -> cst.FunctionDef:
     """kdef with a trailing `name: tl.constexpr` parameter, in the parameters' layout."""
-    annotation = next(
-        (
-            p.annotation
-            for p in kdef.params.params
-            if p.annotation is not None and dotted(p.annotation.annotation).endswith("constexpr")
-        ),
-        cst.Annotation(cst.parse_expression(f"{tl_mod}.constexpr")),
-    )
-    params = list(kdef.params.params)
-    new = cst.Param(cst.Name(name), annotation=annotation)
-    if params:
-        last = params[-1]
-        if isinstance(last.comma, cst.Comma) and "\n" in code(last.comma):  # one a line
-            inner = params[-2].comma if len(params) > 1 else last.comma
-            params[-1] = last.with_changes(comma=inner)
-            new = new.with_changes(comma=last.comma)
-        else:
-            params[-1] = last.with_changes(
-                comma=_sep(), whitespace_after_param=cst.SimpleWhitespace("")
-            )
-            new = new.with_changes(whitespace_after_param=last.whitespace_after_param)
-    return kdef.with_changes(params=kdef.params.with_changes(params=[*params, new]))
+    new = [cst.Param(cst.Name(name), annotation=constexpr(kdef, tl_mod))]
+    params = with_params(kdef.params.params, new) if kdef.params.params else new
+    return kdef.with_changes(params=kdef.params.with_changes(params=params))
 
 
 def _line(st: cst.SimpleStatementLine, small: str) -> cst.SimpleStatementLine:
@@ -242,34 +216,23 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str:
     comment = cst.Comment(f"# block_scan: {why}; blocks of {name} columns, an fp32 carried prefix")
     assign = cst.parse_statement(f"{name} = {value}")
     assign = assign.with_changes(leading_lines=[cst.EmptyLine(comment=comment)])
-    call, old_arg = la.call, a.block_arg
+    old_arg = a.block_arg
 
-    class Launcher(cst.CSTTransformer):
-        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-            if original is call and old_arg is None:
-                return _with_args(updated, [_kw(block, name)])
-            return updated
-
+    class Launcher(Relaunch):
         def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
             if old_arg is not None and original.value is old_arg:
                 return updated.with_changes(value=cst.Name(name))
             return updated
 
-        def leave_SimpleStatementLine(
-            self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-        ) -> Any:
-            if any(x is call for x in walk(original)):
-                return cst.FlattenSentinel([assign, updated])
-            return updated
+    def launch(updated: cst.Call) -> cst.Call:
+        return _with_args(updated, [_kw(block, name)]) if old_arg is None else updated
 
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
-            return new_kdef if original is kdef else updated
-
-    return ctx.module.visit(Launcher()).code
+    edit = Launcher(la.call, launch, lambda st: cst.FlattenSentinel([assign, st]), kdef, new_kdef)
+    return ctx.module.visit(edit).code
 
 
 @register
-class BlockScan(RewritePass):
+class BlockScan(ForwardOnly):
     NAME = "block_scan"
     DESCRIPTION = (
         "Scan a row (cumsum) in blocks of BLOCK_N columns: each block's tl.cumsum in registers "
@@ -280,35 +243,18 @@ class BlockScan(RewritePass):
     CATEGORY = "control-flow"
     ANCHOR = "one-row-per-program scan: a loop carrying one running sum, or one tl.cumsum tile"
 
-    def backward_sites(self, source: str) -> list[Site]:
-        return []  # the looped -> one-tile inverse is online_reduction's (module docstring)
-
-    def simplify(self, source: str, site: Site) -> RewriteResult:
-        return RewriteResult.skip(
-            "block_scan has no backward rewrite (online_reduction removes the expert's looped "
-            "scan at its dispatch)",
-            site,
-        )
+    # no backward sites: the looped -> one-tile inverse is online_reduction's (module docstring)
+    NO_BACKWARD = "online_reduction removes the expert's looped scan at its dispatch"
 
     def forward_sites(self, source: str) -> list[Site]:
-        def run() -> list[Site]:
-            found = [a for a in analyse(source)[1] if not a.problem]
-            return [
-                self.site(
-                    "forward",
-                    i,
-                    a.line,
-                    a.function,
-                    f"{a.kernel}: a row scan as "
-                    + ("a serial loop" if a.shape == "serial" else f"one tile of {a.block}"),
-                    kernel=a.kernel,
-                    shape=a.shape,
-                    n=a.bound,
-                )
-                for i, a in enumerate(found)
-            ]
-
-        return self.safe_sites(run)
+        return self.launch_sites(
+            lambda: analyse(source)[1],
+            lambda a: (
+                f"{a.kernel}: a row scan as "
+                + ("a serial loop" if a.shape == "serial" else f"one tile of {a.block}"),
+                {"kernel": a.kernel, "shape": a.shape, "n": a.bound},
+            ),
+        )
 
     def why_not(self, source: str) -> list[str]:
         """The reason each launch in the file is not a site (empty string for a site)."""
@@ -330,11 +276,9 @@ class BlockScan(RewritePass):
                         f"params['block_n']={r!r}: expected a power of two", site
                     )
             ctx, found = analyse(source)
-            a = next((x for x in found if x.kernel == site.params.get("kernel")), None)
-            if a is None:
-                return RewriteResult.skip(f"no launch of {site.params.get('kernel')} here", site)
-            if a.problem:
-                return RewriteResult.skip(a.problem, site)
+            a = launched(found, site)
+            if isinstance(a, RewriteResult):
+                return a
             out = rewrite(ctx, a, p)
             return RewriteResult(
                 True,

@@ -46,13 +46,12 @@ from typing import Any
 
 import libcst as cst
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site
+from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, launched
 from klineage.rewrite.passes import tile_rewrite
 from klineage.rewrite.passes.rows_per_program import (
     Ctx,
     _triton_alias,
     assignments,
-    code,
     names_in,
     undefined_skip,
 )
@@ -83,23 +82,6 @@ def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: {tl}.constexpr):
         parts += n_out
     {tl}.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=ok)
 '''
-
-
-def _with_param(kdef: cst.FunctionDef, name: str) -> cst.Parameters:
-    """kdef's parameters with `name` appended, keeping one-a-line layouts so."""
-    params = list(kdef.params.params)
-    last = params[-1]
-    new = cst.Param(cst.Name(name))
-    if isinstance(last.comma, cst.Comma) and "\n" in code(last.comma):
-        inner = params[-2].comma if len(params) > 1 else last.comma
-        params[-1] = last.with_changes(comma=inner)
-        new = new.with_changes(comma=last.comma)
-    else:
-        params[-1] = last.with_changes(
-            comma=tile_rewrite._sep(), whitespace_after_param=cst.SimpleWhitespace("")
-        )
-        new = new.with_changes(whitespace_after_param=last.whitespace_after_param)
-    return kdef.params.with_changes(params=[*params, new])
 
 
 def _kernel(a: Analysis, kdef: cst.FunctionDef, tl: str) -> tuple[cst.FunctionDef, str]:
@@ -142,10 +124,9 @@ def _kernel(a: Analysis, kdef: cst.FunctionDef, tl: str) -> tuple[cst.FunctionDe
         f"of the fp32 partials at {a.out_param}, which a second kernel adds up"
     )
     prologue[0] = prologue[0].with_changes(leading_lines=_comments(comment))
-    stmts = list(body.body)
-    at = 1 if stmts and tile_rewrite._is_docstring(stmts[0]) else 0
-    body = body.with_changes(body=[*stmts[:at], *prologue, *stmts[at:]])
-    return kdef.with_changes(body=body, params=_with_param(kdef, n["n_out"])), n["n_out"]
+    body = tile_rewrite.after_docstring(body, prologue)
+    params = tile_rewrite.with_params(kdef.params.params, [cst.Param(cst.Name(n["n_out"]))])
+    return kdef.with_changes(body=body, params=kdef.params.with_changes(params=params)), n["n_out"]
 
 
 def _comments(text: str) -> list[cst.EmptyLine]:
@@ -194,41 +175,30 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
     after = cst.parse_statement(
         f"{sum_name}[({tr}.cdiv({total}, {SUM_BLOCK}),)]({parts}, {a.out}, {total}, {split}, BLOCK={SUM_BLOCK})"
     )
-    call, statement = la.call, a.statement
-    sub = call.func
-    assert isinstance(sub, cst.Subscript)
+    call = la.call
     new_kdef, n_out = _kernel(a, kdef, tl)
     grid = cst.parse_expression(f"({a.programs}, {split})")
     out = next(x for x in call.args if isinstance(x.value, cst.Name) and x.value.value == a.out)
     new_call = tile_rewrite._with_args(
-        call.with_changes(
-            func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(grid))]),
-            args=[x.with_changes(value=cst.Name(parts)) if x is out else x for x in call.args],
+        tile_rewrite.with_grid(call, grid).with_changes(
+            args=[x.with_changes(value=cst.Name(parts)) if x is out else x for x in call.args]
         ),
         [tile_rewrite._kw(n_out, total)],
     )
     sum_def = cst.parse_module(SUM_KERNEL.format(tr=tr, tl=tl, name=sum_name)).body[0]
     sum_def = sum_def.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-
-    class File(cst.CSTTransformer):
-        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-            return new_call if original is call else updated
-
-        def leave_SimpleStatementLine(
-            self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-        ) -> Any:
-            if original is statement:
-                return cst.FlattenSentinel([first, workspace, updated, after])
-            return updated
-
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
-            return cst.FlattenSentinel([new_kdef, sum_def]) if original is kdef else updated
-
-    return ctx.module.visit(File()).code
+    edit = tile_rewrite.Relaunch(  # the launch's statement is a.statement, the call alone
+        call,
+        lambda _: new_call,
+        lambda st: cst.FlattenSentinel([first, workspace, st, after]),
+        kdef,
+        cst.FlattenSentinel([new_kdef, sum_def]),
+    )
+    return ctx.module.visit(edit).code
 
 
 @register
-class SplitK(RewritePass):
+class SplitK(ForwardOnly):
     NAME = "split_k"
     DESCRIPTION = (
         "Split a long serial K loop (GEMV, small-output long-K matmul: too few programs to fill "
@@ -239,30 +209,14 @@ class SplitK(RewritePass):
     CATEGORY = "parallelism"
     ANCHOR = "one top-level `for k in range(0, K, STEP)` loop carrying one fp32 accumulator, stored once after the loop, launched over a literal grid (n,)"
 
-    def backward_sites(self, source: str) -> list[Site]:
-        return []  # forward only (module docstring)
-
-    def simplify(self, source: str, site: Site) -> RewriteResult:
-        return RewriteResult.skip("split_k has no backward rewrite", site)
-
     def forward_sites(self, source: str) -> list[Site]:
-        def run() -> list[Site]:
-            return [
-                self.site(
-                    "forward",
-                    i,
-                    a.line,
-                    a.function,
-                    f"{a.kernel}: {a.programs} programs, each a serial loop over {a.k_arg} in steps of {a.step_arg} into {a.acc}",
-                    kernel=a.kernel,
-                    programs=a.programs,
-                    k=a.k_arg,
-                    step=a.step_arg,
-                )
-                for i, a in enumerate(x for x in analyse(source)[1] if not x.problem)
-            ]
-
-        return self.safe_sites(run)
+        return self.launch_sites(
+            lambda: analyse(source)[1],
+            lambda a: (
+                f"{a.kernel}: {a.programs} programs, each a serial loop over {a.k_arg} in steps of {a.step_arg} into {a.acc}",
+                {"kernel": a.kernel, "programs": a.programs, "k": a.k_arg, "step": a.step_arg},
+            ),
+        )
 
     def why_not(self, source: str) -> list[str]:
         """The reason each launch in the file is not a site (empty string for a site)."""
@@ -292,11 +246,9 @@ class SplitK(RewritePass):
                         f"params['split']={p['split']!r}: not an expression", site
                     )
             ctx, found = analyse(source)
-            a = next((x for x in found if x.kernel == site.params.get("kernel")), None)
-            if a is None:
-                return RewriteResult.skip(f"no launch of {site.params.get('kernel')} here", site)
-            if a.problem:
-                return RewriteResult.skip(a.problem, site)
+            a = launched(found, site)
+            if isinstance(a, RewriteResult):
+                return a
             out = rewrite(ctx, a, p)
             if isinstance(out, RewriteResult):
                 return RewriteResult.skip(out.reason, site)

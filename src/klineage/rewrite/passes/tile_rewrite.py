@@ -11,6 +11,12 @@ every `tl.arange` gains that axis, every 1-D reduction reduces it with keep_dims
 (`Tiling`). The passes' forward sites, why_not and apply are here too, on the launches their
 analysis finds (`multi_row_analysis.Launched`); the analyses that prove a kernel has the shape
 are the passes' own (multi_row_analysis.py, column_tiling_analysis.py).
+
+The pieces other forward passes (block_scan, split_k, tiled_transpose) share are here too: a
+kernel's parameters appended in their layout (`with_params`), a prologue after its docstring
+(`after_docstring`), a load or store masked (`masked`), a launch's grid replaced (`with_grid`)
+and the file's edit at one launch (`Relaunch`); the site's launch (`launched`) and the forward
+sites of analysed launches (`RewritePass.launch_sites`) are base.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any, TypeVar
 
 import libcst as cst
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted
+from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, launched
 from klineage.rewrite.passes.multi_row_analysis import (
     REDUCTIONS,
     Launched,
@@ -145,6 +151,111 @@ def _vector(axis: int) -> list[cst.SubscriptElement]:
     return [first.with_changes(comma=_sep()), second]
 
 
+def masked(call: cst.Call, pos: int, ok: str) -> cst.Call:
+    """A load (pos 1, its mask's position) or store (pos 2) masked by `ok` too: `mask & ok`,
+    `ok` for a mask None, else `mask=ok` appended."""
+    args = list(call.args)
+    for i, a in enumerate(args):
+        if (a.keyword and a.keyword.value == "mask") or (a.keyword is None and i == pos):
+            none = isinstance(a.value, cst.Name) and a.value.value == "None"
+            args[i] = a.with_changes(value=cst.Name(ok) if none else _and(a.value, ok))
+            return call.with_changes(args=args)
+    return _with_args(call, [_kw("mask", ok)])
+
+
+def with_params(params: Sequence[cst.Param], new: Sequence[cst.Param]) -> list[cst.Param]:
+    """params (at least one) with `new` appended, keeping one a line so; else the whitespace
+    before ")" moves to the new last parameter."""
+    params = list(params)
+    last = params[-1]
+    if isinstance(last.comma, cst.Comma) and "\n" in code(last.comma):  # one a line
+        inner = params[-2].comma if len(params) > 1 else last.comma
+        params[-1] = last.with_changes(comma=inner)
+        added = [p.with_changes(comma=inner) for p in new]
+        added[-1] = added[-1].with_changes(comma=last.comma)
+    else:
+        params[-1] = last.with_changes(
+            comma=_sep(), whitespace_after_param=cst.SimpleWhitespace("")
+        )
+        added = [p.with_changes(comma=_sep()) for p in new[:-1]]
+        added.append(new[-1].with_changes(whitespace_after_param=last.whitespace_after_param))
+    return [*params, *added]
+
+
+def constexpr(kdef: cst.FunctionDef, tl_mod: str) -> cst.Annotation:
+    """The annotation of kdef's first constexpr parameter, else `tl.constexpr`."""
+    return next(
+        (
+            pp.annotation
+            for pp in kdef.params.params
+            if pp.annotation is not None and dotted(pp.annotation.annotation).endswith("constexpr")
+        ),
+        cst.Annotation(cst.parse_expression(f"{tl_mod}.constexpr")),
+    )
+
+
+def after_docstring(
+    body: cst.IndentedBlock, prologue: Sequence[cst.BaseStatement]
+) -> cst.IndentedBlock:
+    """body with `prologue` first, after its docstring if it has one."""
+    stmts = list(body.body)
+    at = 1 if stmts and _is_docstring(stmts[0]) else 0
+    return body.with_changes(body=[*stmts[:at], *prologue, *stmts[at:]])
+
+
+def index_lines(
+    n: dict[str, str], tl_mod: str, pid_axis: int, axis: int, bound: str
+) -> list[cst.BaseStatement]:
+    """`index = (tl.program_id(pid_axis) * P + tl.arange(0, P))`, a vector along tile axis
+    `axis`, and `ok = index < bound` (names n: index, ok, block)."""
+    vector = "[:, None]" if axis == 0 else "[None, :]"
+    pid = f"{tl_mod}.program_id({pid_axis})"
+    return [
+        cst.parse_statement(
+            f"{n['index']} = ({pid} * {n['block']} + {tl_mod}.arange(0, {n['block']})){vector}"
+        ),
+        cst.parse_statement(f"{n['ok']} = {n['index']} < {bound}"),
+    ]
+
+
+def with_grid(call: cst.Call, grid: cst.BaseExpression) -> cst.Call:
+    """The launch `kernel[...](...)` with the grid `grid`."""
+    sub = call.func
+    assert isinstance(sub, cst.Subscript)
+    return call.with_changes(
+        func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(grid))])
+    )
+
+
+class Relaunch(cst.CSTTransformer):
+    """A file's edit at one launch: `call` (by identity) becomes launch(updated), the statement
+    line holding it line(updated), and the function `kdef` becomes `kernel`."""
+
+    def __init__(
+        self,
+        call: cst.Call,
+        launch: Callable[[cst.Call], cst.BaseExpression],
+        line: Callable[[cst.SimpleStatementLine], Any],
+        kdef: cst.FunctionDef,
+        kernel: cst.FunctionDef | cst.FlattenSentinel[cst.BaseStatement],
+    ) -> None:
+        self.call, self.launch, self.line = call, launch, line
+        self.kdef, self.kernel = kdef, kernel
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        return self.launch(updated) if original is self.call else updated
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> Any:
+        if any(x is self.call for x in walk(original)):
+            return self.line(updated)
+        return updated
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
+        return self.kernel if original is self.kdef else updated
+
+
 class _Kernel(cst.CSTTransformer):
     """The kernel's body, rewritten for the 2-D tile (see the module docstring); `widen` maps
     an Assign (by id) to the dtype of the `tl.full((1, P), start, dtype)` it starts from."""
@@ -213,15 +324,7 @@ class _Kernel(cst.CSTTransformer):
         if last in ("load", "store"):
             if not _depends(original, self.dep):
                 return updated  # the same lanes for every index: one load shared by the P
-            pos = 1 if last == "load" else 2
-            args = list(updated.args)
-            for i, a in enumerate(args):
-                if (a.keyword and a.keyword.value == "mask") or (a.keyword is None and i == pos):
-                    none = isinstance(a.value, cst.Name) and a.value.value == "None"
-                    ok = cst.Name(self.n["ok"]) if none else _and(a.value, self.n["ok"])
-                    args[i] = a.with_changes(value=ok)
-                    return updated.with_changes(args=args)
-            return _with_args(updated, [_kw("mask", self.n["ok"])])
+            return masked(updated, 1 if last == "load" else 2, self.n["ok"])
         return updated
 
 
@@ -234,41 +337,10 @@ def _kernel(
     dep = _row_dependent(kdef)  # for column_tiling: what depends on the column
     new_body = kdef.body.visit(_Kernel(t, dep, n, _tl_roots(ctx.module), tl_mod, widen))
     assert isinstance(new_body, cst.IndentedBlock)
-    pid = f"{tl_mod}.program_id(0)"
-    vector = "[:, None]" if t.axis == 0 else "[None, :]"
-    prologue = [
-        cst.parse_statement(
-            f"{n['index']} = ({pid} * {n['block']} + {tl_mod}.arange(0, {n['block']})){vector}"
-        ),
-        cst.parse_statement(f"{n['ok']} = {n['index']} < {n['count']}"),
-    ]
-    stmts = list(new_body.body)
-    at = 1 if stmts and _is_docstring(stmts[0]) else 0
-    new_body = new_body.with_changes(body=[*stmts[:at], *prologue, *stmts[at:]])
-    annotation = next(
-        (
-            pp.annotation
-            for pp in kdef.params.params
-            if pp.annotation is not None and dotted(pp.annotation.annotation).endswith("constexpr")
-        ),
-        cst.Annotation(cst.parse_expression(f"{tl_mod}.constexpr")),
-    )
-    params = list(kdef.params.params)
-    last = params[-1]
+    new_body = after_docstring(new_body, index_lines(n, tl_mod, 0, t.axis, n["count"]))
+    annotation = constexpr(kdef, tl_mod)
     new = [cst.Param(cst.Name(n["count"])), cst.Param(cst.Name(n["block"]), annotation=annotation)]
-    if isinstance(last.comma, cst.Comma) and "\n" in code(last.comma):  # one a line
-        inner = params[-2].comma if len(params) > 1 else last.comma
-        params[-1] = last.with_changes(comma=inner)
-        new = [new[0].with_changes(comma=inner), new[1].with_changes(comma=last.comma)]
-    else:  # the whitespace before ")" moves to the new last parameter
-        params[-1] = last.with_changes(
-            comma=_sep(), whitespace_after_param=cst.SimpleWhitespace("")
-        )
-        new = [
-            new[0].with_changes(comma=_sep()),
-            new[1].with_changes(whitespace_after_param=last.whitespace_after_param),
-        ]
-    params += new
+    params = with_params(kdef.params.params, new)
     return kdef.with_changes(body=new_body, params=kdef.params.with_changes(params=params)), n
 
 
@@ -301,44 +373,23 @@ def rewrite(
     assign = cst.parse_statement(f"{block_name} = {value}")
     assign = assign.with_changes(leading_lines=[cst.EmptyLine(comment=comment)])
     grid = cst.parse_expression(f"({tr}.cdiv({count}, {block_name}),)")
-    sub = la.call.func
-    assert isinstance(sub, cst.Subscript)
-    launch = la.call.with_changes(
-        func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(grid))])
-    )
+    launch = with_grid(la.call, grid)
     new_call = _with_args(launch, [_kw(n["count"], count), _kw(n["block"], block_name)])
-    call = la.call
-
-    class Launcher(cst.CSTTransformer):
-        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-            return new_call if original is call else updated
-
-        def leave_SimpleStatementLine(
-            self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-        ) -> Any:
-            if any(x is call for x in walk(original)):
-                return cst.FlattenSentinel([assign, updated])
-            return updated
-
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
-            return new_kdef if original is kdef else updated
-
-    return ctx.module.visit(Launcher()).code
+    edit = Relaunch(
+        la.call, lambda _: new_call, lambda st: cst.FlattenSentinel([assign, st]), kdef, new_kdef
+    )
+    return ctx.module.visit(edit).code
 
 
 def sites(rp: RewritePass, t: Tiling, found: Sequence[A], count: Callable[[A], str]) -> list[Site]:
     """rp's forward sites: the analysed launches without a problem; count(a) is the grid's n."""
-    return [
-        rp.site(
-            "forward",
-            i,
-            a.line,
-            a.function,
+    return rp.launch_sites(
+        lambda: found,
+        lambda a: (
             f"{a.kernel}: one program per {t.unit[:-1]} of {count(a)}, {t.own} {a.block}",
-            **{"name": a.kernel, "kernel": a.kernel, t.index: count(a), "block": a.block},
-        )
-        for i, a in enumerate(x for x in found if not x.problem)
-    ]
+            {"name": a.kernel, "kernel": a.kernel, t.index: count(a), "block": a.block},
+        ),
+    )
 
 
 def why_not(
@@ -376,11 +427,9 @@ def apply(
 
     def run() -> RewriteResult:
         ctx, found = analyse(source)
-        a = next((x for x in found if x.kernel == site.params.get("kernel")), None)
-        if a is None:
-            return RewriteResult.skip(f"no launch of {site.params.get('kernel')} here", site)
-        if a.problem:
-            return RewriteResult.skip(a.problem, site)
+        a = launched(found, site)
+        if isinstance(a, RewriteResult):
+            return a
         if t.fixed in p:
             r = p[t.fixed]
             if not isinstance(r, int) or isinstance(r, bool) or r < 1 or r & (r - 1):

@@ -48,19 +48,22 @@ from typing import Any
 
 import libcst as cst
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted
+from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, dotted, launched
 from klineage.rewrite.passes.multi_row_analysis import _tl_roots
 from klineage.rewrite.passes.rows_per_program import Ctx, _triton_alias, bind, code, names_in
 from klineage.rewrite.passes.tile_rewrite import (
-    _and,
-    _is_docstring,
+    Relaunch,
     _kw,
-    _sep,
     _vector,
     _with_args,
+    after_docstring,
     fresh,
+    index_lines,
+    masked,
     tl_alias,
     why_not,
+    with_grid,
+    with_params,
 )
 from klineage.rewrite.passes.tiled_transpose_analysis import Analysis, analyse
 from klineage.rewrite.registry import register
@@ -97,17 +100,7 @@ class _Kernel(cst.CSTTransformer):
                 )
             return cst.Subscript(lanes, _vector(self.q_axis))
         if last in ("load", "store"):
-            pos = 1 if last == "load" else 2
-            args = list(updated.args)
-            for i, arg in enumerate(args):
-                if (arg.keyword and arg.keyword.value == "mask") or (
-                    arg.keyword is None and i == pos
-                ):
-                    none = isinstance(arg.value, cst.Name) and arg.value.value == "None"
-                    ok = cst.Name(self.n["ok"]) if none else _and(arg.value, self.n["ok"])
-                    args[i] = arg.with_changes(value=ok)
-                    return updated.with_changes(args=args)
-            return _with_args(updated, [_kw("mask", self.n["ok"])])
+            return masked(updated, 1 if last == "load" else 2, self.n["ok"])
         return updated
 
     def leave_BinaryOperation(
@@ -151,16 +144,7 @@ def _kernel(ctx: Ctx, a: Analysis, tl: str) -> tuple[cst.FunctionDef, dict[str, 
     assert isinstance(body, cst.IndentedBlock)
     p_axis = 0 if a.p_is_row else 1
     bound = a.divisor or n["count"]
-    prologue = [
-        cst.parse_statement(
-            f"{n['index']} = ({tl}.program_id({p_axis}) * {n['block']} + "
-            f"{tl}.arange(0, {n['block']})){'[:, None]' if p_axis == 0 else '[None, :]'}"
-        ),
-        cst.parse_statement(f"{n['ok']} = {n['index']} < {bound}"),
-    ]
-    stmts = list(body.body)
-    at = 1 if stmts and _is_docstring(stmts[0]) else 0
-    body = body.with_changes(body=[*stmts[:at], *prologue, *stmts[at:]])
+    body = after_docstring(body, index_lines(n, tl, p_axis, p_axis, bound))
     annotation = next(
         p.annotation
         for p in kdef.params.params
@@ -169,21 +153,8 @@ def _kernel(ctx: Ctx, a: Analysis, tl: str) -> tuple[cst.FunctionDef, dict[str, 
     new = [cst.Param(cst.Name(n["block"]), annotation=annotation)]
     if not a.divisor:
         new.insert(0, cst.Param(cst.Name(n["count"])))
-    params = list(kdef.params.params)
-    last = params[-1]
-    if isinstance(last.comma, cst.Comma) and "\n" in code(last.comma):  # one a line
-        inner = params[-2].comma if len(params) > 1 else last.comma
-        params[-1] = last.with_changes(comma=inner)
-        new = [p.with_changes(comma=inner) for p in new]
-        new[-1] = new[-1].with_changes(comma=last.comma)
-    else:  # the whitespace before ")" moves to the new last parameter
-        params[-1] = last.with_changes(
-            comma=_sep(), whitespace_after_param=cst.SimpleWhitespace("")
-        )
-        new = [p.with_changes(comma=_sep()) for p in new[:-1]] + [
-            new[-1].with_changes(whitespace_after_param=last.whitespace_after_param)
-        ]
-    return kdef.with_changes(body=body, params=kdef.params.with_changes(params=[*params, *new])), n
+    params = with_params(kdef.params.params, new)
+    return kdef.with_changes(body=body, params=kdef.params.with_changes(params=params)), n
 
 
 def _rewrite(ctx: Ctx, a: Analysis, block_m: int, block_n: int) -> str:
@@ -195,11 +166,7 @@ def _rewrite(ctx: Ctx, a: Analysis, block_m: int, block_n: int) -> str:
     rows, cols = (a.count, a.lanes) if a.p_is_row else (a.lanes, a.count)
     axes = [f"{tr}.cdiv({rows}, {block_m})", f"{tr}.cdiv({cols}, {block_n})"]
     grid = cst.parse_expression(f"({', '.join([*axes, a.batches] if a.batches else axes)})")
-    sub = la.call.func
-    assert isinstance(sub, cst.Subscript)
-    launch = la.call.with_changes(
-        func=sub.with_changes(slice=[sub.slice[0].with_changes(slice=cst.Index(grid))])
-    )
+    launch = with_grid(la.call, grid)
     p_block, q_block = (block_m, block_n) if a.p_is_row else (block_n, block_m)
     lane_arg = bind(la.call, kdef)[a.lane_block]
     args = [
@@ -217,34 +184,14 @@ def _rewrite(ctx: Ctx, a: Analysis, block_m: int, block_n: int) -> str:
             "through shared memory): both sides coalesced"
         )
     )
-    call = la.call
-
-    class Launcher(cst.CSTTransformer):
-        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-            return new_call if original is call else updated
-
-        def leave_SimpleStatementLine(
-            self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-        ) -> cst.SimpleStatementLine:
-            if any(x is call for x in _calls(original)):
-                return updated.with_changes(leading_lines=[*updated.leading_lines, comment])
-            return updated
-
-        def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> Any:
-            return new_kdef if original is kdef else updated
-
-    return ctx.module.visit(Launcher()).code
-
-
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Call(self, c: cst.Call) -> None:
-            found.append(c)
-
-    node.visit(V())
-    return found
+    edit = Relaunch(
+        la.call,
+        lambda _: new_call,
+        lambda st: st.with_changes(leading_lines=[*st.leading_lines, comment]),
+        kdef,
+        new_kdef,
+    )
+    return ctx.module.visit(edit).code
 
 
 def _side(p: dict[str, Any], key: str, site: Site) -> int | RewriteResult:
@@ -255,7 +202,7 @@ def _side(p: dict[str, Any], key: str, site: Site) -> int | RewriteResult:
 
 
 @register
-class TiledTranspose(RewritePass):
+class TiledTranspose(ForwardOnly):
     NAME = "tiled_transpose"
     DESCRIPTION = (
         "Turn a one-line-per-program transpose (each program copies one row or column, so one "
@@ -268,32 +215,18 @@ class TiledTranspose(RewritePass):
     CATEGORY = "memory"
     ANCHOR = "one-line-per-program launch kernel[(n,)] of a pure-copy kernel whose load and store are contiguous along different indices"
 
-    def backward_sites(self, source: str) -> list[Site]:
-        return []  # see the module docstring: the expert's tile is not a separable step
-
-    def simplify(self, source: str, site: Site) -> RewriteResult:
-        return RewriteResult.skip("tiled_transpose has no backward rewrite", site)
+    # no backward sites: the expert's tile is not a separable step (the module docstring)
 
     def forward_sites(self, source: str) -> list[Site]:
-        def run() -> list[Site]:
-            found = [a for a in analyse(source)[1] if not a.problem]
-            return [
-                self.site(
-                    "forward",
-                    i,
-                    a.line,
-                    a.function,
-                    f"{a.kernel}: one {'row' if a.p_is_row else 'column'} of the source a "
-                    f"program ({a.count}{' x ' + a.batches if a.batches else ''}), "
-                    f"{a.lanes} lanes",
-                    kernel=a.kernel,
-                    block_m=TILE,
-                    block_n=TILE,
-                )
-                for i, a in enumerate(found)
-            ]
-
-        return self.safe_sites(run)
+        return self.launch_sites(
+            lambda: analyse(source)[1],
+            lambda a: (
+                f"{a.kernel}: one {'row' if a.p_is_row else 'column'} of the source a "
+                f"program ({a.count}{' x ' + a.batches if a.batches else ''}), "
+                f"{a.lanes} lanes",
+                {"kernel": a.kernel, "block_m": TILE, "block_n": TILE},
+            ),
+        )
 
     def why_not(self, source: str) -> list[str]:
         """The reason each launch in the file is not a site (empty string for a site)."""
@@ -304,11 +237,9 @@ class TiledTranspose(RewritePass):
 
         def run() -> RewriteResult:
             ctx, found = analyse(source)
-            a = next((x for x in found if x.kernel == site.params.get("kernel")), None)
-            if a is None:
-                return RewriteResult.skip(f"no launch of {site.params.get('kernel')} here", site)
-            if a.problem:
-                return RewriteResult.skip(a.problem, site)
+            a = launched(found, site)
+            if isinstance(a, RewriteResult):
+                return a
             bm, bn = _side(p, "block_m", site), _side(p, "block_n", site)
             if isinstance(bm, RewriteResult):
                 return bm
