@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import statistics
@@ -151,6 +152,12 @@ class Calls:
             with self._lock:
                 self._live.discard(p)
                 cut = cut or p.pid in self._stopped
+        return self.record(out, err, p.returncode, cut, started, tags)
+
+    def record(
+        self, out: str, err: str, rc: int | None, cut: bool, started: float, tags: dict
+    ) -> dict:
+        """One call's record from the gate's JSON, appended to the JSONL at once."""
         try:
             data = json.loads(out)
         except json.JSONDecodeError:
@@ -160,7 +167,7 @@ class Calls:
         }
         rows = next(((st.get("numbers") or {}).get("regimes") or {} for st in data.get("stages") or []
                      if st.get("stage") == "profile"), {})  # fmt: skip
-        rec = {**tags, "rc": p.returncode, "cut": cut, "started_s": round(started, 2),
+        rec = {**tags, "rc": rc, "cut": cut, "started_s": round(started, 2),
                "ended_s": round(self.now(), 2), "wall_s": round(self.now() - started, 2),
                "accepted": data.get("accepted"), "timed_out": data.get("timed_out"),
                "lock_wait_s": data.get("lock_wait_s"), "stage_s": stages, "rows": rows,
@@ -171,7 +178,7 @@ class Calls:
             self.records.append(rec)
             with self.jsonl.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(rec, default=str) + "\n")
-        log(f"[{rec['ended_s']:6.1f}s] {tags}: rc={p.returncode}{' CUT' if cut else ''} "
+        log(f"[{rec['ended_s']:6.1f}s] {tags}: rc={rc}{' CUT' if cut else ''} "
             f"{rec['wall_s']:.1f}s wait {rec['lock_wait_s']} {rec['message'][:140]}")  # fmt: skip
         return rec
 
@@ -198,6 +205,66 @@ class Calls:
             t = time.perf_counter()
             while any(p.poll() is None for p in live) and time.perf_counter() - t < 5:
                 time.sleep(0.1)
+
+
+class PersistentCalls(Calls):
+    """The same calls, each worker thread's through one long-lived process of its own
+    (benchmarks/gate_worker.py, KLINEAGE_ZYGOTE=1 unless set): torch is imported once per
+    worker and each candidate's harness is forked from a warm zygote, as in an optimize loop's
+    process. A call still running at the deadline is cut by ending its worker (the thread's
+    next call starts a fresh one)."""
+
+    def __init__(self, *a: object, **kw: object) -> None:
+        super().__init__(*a, **kw)  # type: ignore[arg-type]
+        self.env.setdefault("KLINEAGE_ZYGOTE", "1")
+        self._mine = threading.local()
+
+    def _worker(self) -> subprocess.Popen[str]:
+        w = getattr(self._mine, "proc", None)
+        if w is None or w.poll() is not None:
+            w = subprocess.Popen([sys.executable, str(Path(__file__).with_name("gate_worker.py"))],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 text=True, env=self.env, start_new_session=True)  # fmt: skip
+            self._mine.proc = w
+            with self._lock:
+                self._live.add(w)
+        return w
+
+    def run(self, cmd: list[str], env: dict[str, str] | None = None, **tags: object) -> dict:
+        started = self.now()
+        w = self._worker()
+        assert w.stdin is not None and w.stdout is not None
+        i = cmd.index("gate")
+        job = json.dumps({"argv": cmd[i + 1 :], "env": env or {}}) + "\n"
+        try:
+            w.stdin.write(job)
+            w.stdin.flush()
+        except OSError:  # the worker died between calls: a fresh one takes the job
+            self._mine.proc = None
+            w = self._worker()
+            assert w.stdin is not None and w.stdout is not None
+            w.stdin.write(job)
+            w.stdin.flush()
+        out, cut = "", False
+        ready, _, _ = select.select(
+            [w.stdout], [], [], max(1.0, self.deadline - time.perf_counter())
+        )
+        if ready:
+            out = w.stdout.readline()
+        with self._lock:
+            cut = not ready or w.pid in self._stopped
+        if not out:
+            cut = True
+            self._stop(w)
+            with self._lock:
+                self._live.discard(w)
+            self._mine.proc = None
+        return self.record(out, "", 0 if out else w.returncode, cut, started, tags)
+
+    def stop_all(self) -> None:
+        super().stop_all()
+        with self._lock:
+            self._live.clear()
 
 
 def _reap(tmp: Path) -> int:
@@ -241,14 +308,17 @@ def _spread(calls: list[dict], alone: dict) -> dict:
 
 
 def load(src: str, workers: int, foreground: int, window_s: float, alone_s: float, tag: str,
-         device: str = "cuda", warm_s: float = 0.0) -> dict:  # fmt: skip
+         device: str = "cuda", warm_s: float = 0.0, persistent: bool = False) -> dict:  # fmt: skip
     """The held-out starting kernels gated `workers` at a time for `window_s` seconds, cold at
     first (round 0: each problem's reference made and timed), then each again as a new candidate
     (a comment appended: no verdict cache hit, the reference's cases reused) as an optimize loop
     sees them; meanwhile the softmax expert re-timed `foreground` times, after one call alone.
     With warm_s, round 0 (every start once, and the expert) runs first, `workers` at a time, for
     at most warm_s seconds, outside the window: the window then measures warm calls (the
-    references cached, as in an optimize loop), and `warm` says how many starts were accepted."""
+    references cached, as in an optimize loop), and `warm` says how many starts were accepted.
+    With `persistent`, each worker thread's calls run in one long-lived process (PersistentCalls:
+    torch imported once, the warm zygote), as in an optimize loop; the later rounds' candidates
+    share one folder, so a worker's zygote serves all of them."""
     jobs = sorted(d for d in HELDOUT.iterdir() if (d / "naive.py").exists())
     base = Path(tempfile.mkdtemp(prefix=f"kl-load-{tag}-"))
     base.chmod(0o755)  # the gate's TMPDIR: a sandbox at uid level (no bwrap) must reach it
@@ -258,7 +328,7 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
     jsonl = out_dir() / f"measurement-load-{tag}.jsonl"
     jsonl.unlink(missing_ok=True)
     # A lock directory of its own: a cut call of the other load cannot hold this one's GPU lock.
-    calls = Calls(
+    calls = (PersistentCalls if persistent else Calls)(
         src, base, jsonl, {"KLINEAGE_GPU_LOCK_DIR": str(locks), "KLINEAGE_EVENTS": "stderr"}
     )
     fg_cmd = _gate_cmd(SOFTMAX / "problem.py", SOFTMAX / "expert.py",
@@ -275,8 +345,7 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
     def candidate(d: Path, k: int) -> Path:
         if k == 0:
             return d / "naive.py"
-        c = cands / f"{d.name}-r{k}" / "naive.py"
-        c.parent.mkdir()
+        c = cands / f"{d.name}-r{k}.py"  # one folder: one warm zygote serves a worker's calls
         c.write_text(
             (d / "naive.py").read_text() + f"\n# load round {k}: a new candidate, the same kernel\n"
         )
@@ -421,6 +490,11 @@ def main() -> int:
     ap.add_argument("--regimes", default=",".join(SWEEP_REGIMES))
     ap.add_argument("--tag", default="")
     ap.add_argument("--device", default="cuda", help="load: cpu only to try the script itself")
+    ap.add_argument(
+        "--persistent",
+        action="store_true",
+        help="load: each worker's calls in one long-lived process with the warm zygote",
+    )
     a = ap.parse_args()
     tag = a.tag or ("new" if a.phase == "load" else "")
     # The shell's `timeout` sends SIGTERM: end like Ctrl-C, so the load writes what it has.
@@ -430,7 +504,9 @@ def main() -> int:
     elif a.phase == "distill":
         data = distill_sweep([r for r in a.regimes.split(",") if r])
     else:
-        data = load(a.src, a.workers, a.foreground, a.window, a.alone, tag, a.device, a.warm)
+        data = load(
+            a.src, a.workers, a.foreground, a.window, a.alone, tag, a.device, a.warm, a.persistent
+        )
     name = f"measurement-{a.phase}{('-' + tag) if tag else ''}.json"
     (out_dir() / name).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
     log("wrote", out_dir() / name)

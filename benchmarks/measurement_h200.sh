@@ -11,6 +11,8 @@
 # 165 s window): WARM_S runs round 0 (every start once, and the expert) before the window, so the
 # window measures warm calls; then each path takes its own device call:
 #   WARM_S=220 LOAD_WINDOW_S=200 bash benchmarks/measurement_h200.sh load-new    # then load-today
+# load-persistent: this tree with each worker's calls in one long-lived process (KLINEAGE_ZYGOTE=1),
+# as 12 optimize loops run; compare with load-new (a `klineage gate` subprocess per call).
 # load = load-new then load-today, back to back: this tree's gate, then the gate before issue 14
 # (bench-out/today: mkdir -p bench-out/today && git archive 4c5c05e src | tar -x -C bench-out/today),
 # each: the softmax expert gated once alone (ALONE_S), then WORKERS gate workers on the 22
@@ -29,13 +31,14 @@ phase() {  # phase SECONDS COMMAND...: skipped when under 30 s are left
   if ((t < 30)); then echo "skipped: $t s left of $BUDGET" >> "$LOG"; return 99; fi
   timeout -k 10 "$t" "$@" >> "$LOG" 2>&1
 }
-load_run() {  # load_run TAG SRC RUNS: RUNS = load runs still to come, this one included
+load_run() {  # load_run TAG SRC RUNS [ARGS...]: RUNS = load runs still to come, this one included
   local w=$(( ($(left) - 20) / $3 - ALONE_S - WARM_S - 45 ))
   ((w > LOAD_WINDOW_S)) && w=$LOAD_WINDOW_S
   if ((w < 30)); then echo "load-$1 skipped: $(left) s left" >> "$LOG"; return 99; fi
   [ -d "$2" ] || { echo "load-$1: no $2 (see the header)" >> "$LOG"; return 98; }
-  phase $((w + ALONE_S + WARM_S + 45)) python3 benchmarks/measurement_h200.py load --src "$2" \
-    --workers "$WORKERS" --foreground 5 --window "$w" --alone "$ALONE_S" --warm "$WARM_S" --tag "$1"
+  local tag=$1 src=$2; shift 3
+  phase $((w + ALONE_S + WARM_S + 45)) python3 benchmarks/measurement_h200.py load --src "$src" \
+    --workers "$WORKERS" --foreground 5 --window "$w" --alone "$ALONE_S" --warm "$WARM_S" --tag "$tag" "$@"
 }
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 export SITE=/tmp/site PYTHONPATH=/tmp/site:$PWD/src
@@ -62,6 +65,8 @@ for p in ${1//,/ }; do
     trust) phase 240 python3 -m pytest -q -p no:cacheprovider -n 3 tests/gpu/test_gate_trust_gpu.py ;;
     sweep) phase 300 python3 benchmarks/measurement_h200.py sweep ;;
     distill) phase 300 python3 benchmarks/measurement_h200.py distill --regimes n16,n64,n256,n1024,n4096,n16384 ;;
+    load-persistent)  # this tree, each worker one long-lived process with the warm zygote
+      load_run persistent "$PWD/src" 1 --persistent ;;
     load|load-new|load-today)
       # Read torch and triton from disk once, so neither load pays the cold page cache alone.
       phase 60 python3 -c "import torch, triton; torch.zeros(1, device='cuda'); print(torch.cuda.get_device_name())"
