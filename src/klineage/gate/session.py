@@ -37,7 +37,7 @@ from klineage.gate.protocol import (
     RefManifest,
     RefRequest,
 )
-from klineage.gate.sandbox import IsolationLevel, Limits, SandboxSpec, sandbox_command
+from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command, start_sandboxed
 from klineage.gate.zygote import Staged, ZygoteChild
 from klineage.gate.zygote import enabled as zygote_enabled
 from klineage.gate.zygote import harness_process as warm_harness
@@ -172,7 +172,7 @@ def run_reference(
     )
     lock = GpuLock(clock, active=cuda)
     try:
-        proc = _start(spec, log)
+        proc = start_sandboxed(spec, log)
         for fd in (ask_w, ok_r):
             if fd >= 0:
                 os.close(fd)
@@ -278,21 +278,6 @@ def _python_path() -> list[Path]:
     return [_SRC_ROOT, *(p.resolve() for p in extra if p.is_dir() and p.resolve() != _SRC_ROOT)]
 
 
-def _start(spec: SandboxSpec, log: Path) -> subprocess.Popen[bytes]:
-    """Start a sandboxed child (the reference or the harness), its output to `log`."""
-    with open(log, "wb") as logf:
-        return subprocess.Popen(
-            spec.argv,
-            env=spec.env,
-            cwd=spec.cwd,
-            preexec_fn=spec.preexec_fn,
-            stdin=subprocess.DEVNULL,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            pass_fds=spec.pass_fds,
-        )
-
-
 def _child_env(device: str, *, with_src: bool) -> dict[str, str]:
     env: dict[str, str] = {}
     if with_src:  # the reference process
@@ -358,7 +343,7 @@ class Harness:
             )
             self.level = spec.level
             self.description = spec.description
-            self.proc = _start(spec, self.log)
+            self.proc = start_sandboxed(spec, self.log)
         os.close(cmd_r)
         os.close(rep_w)
         self._buf = b""

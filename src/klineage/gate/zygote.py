@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from klineage.gate import isolation
-from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command
+from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command, start_sandboxed
 
 SERVER = Path(__file__).with_name("zygote_server.py")
 READY_S = 120.0  # torch + triton import on a loaded host
@@ -117,17 +117,7 @@ class Zygote:
         self.env, self.description = spec.env, spec.description
         self.box = Path(spec.cwd)
         self.log = self.spool / "zygote.log"
-        with open(self.log, "wb") as logf:
-            self.proc = subprocess.Popen(
-                spec.argv,
-                env=spec.env,
-                cwd=spec.cwd,
-                preexec_fn=spec.preexec_fn,
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                pass_fds=spec.pass_fds,
-            )
+        self.proc = start_sandboxed(spec, self.log)
         theirs.close()
         ready = self._recv(READY_S)
         if ready is None or ready.get("op") != "ready":
