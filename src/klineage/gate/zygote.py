@@ -90,6 +90,7 @@ class Zygote:
         self.busy = False
         self.dead = False
         self._n = 0
+        self._staged_ro: Path | None = None
         self.spool = Path(tempfile.mkdtemp(prefix="kl-zygote-"))
         os.chmod(self.spool, 0o700)
         self.ro, self.rw = self.spool / "ro", self.spool / "rw"
@@ -139,6 +140,7 @@ class Zygote:
         """A request's folders: its inputs linked in (read-only to the child), out and home."""
         self._n += 1
         ro, rw = self.ro / f"req-{self._n}", self.rw / f"req-{self._n}"
+        self._staged_ro = ro  # removed when the child ends: its links keep GBs of cases alive
         (ro / "inputs").mkdir(parents=True)
         for f in inputs.iterdir():
             try:
@@ -190,6 +192,9 @@ class Zygote:
                 return -signal.SIGKILL
             return None
         self.busy = False
+        if self._staged_ro is not None:
+            shutil.rmtree(self._staged_ro, ignore_errors=True)
+            self._staged_ro = None
         return int(msg.get("returncode", -signal.SIGKILL))
 
     def kill_child(self) -> None:
