@@ -80,19 +80,6 @@ def warm(monkeypatch: pytest.MonkeyPatch):
     zygote.close_all()
 
 
-def test_candidates_of_one_folder_share_one_zygote(tmp_path: Path, warm: None) -> None:
-    first, second = tmp_path / "a.py", tmp_path / "b.py"
-    first.write_text(GOOD, encoding="utf-8")
-    second.write_text(GOOD + "\n# another candidate\n", encoding="utf-8")
-    r1, r2 = _gate(first), _gate(second)
-    assert r1.accepted and r2.accepted, (r1.message, r2.message)
-    assert (
-        "forked from a warm zygote" in r1.isolation and "forked from a warm zygote" in r2.isolation
-    )
-    (z,) = [z for z in zygote._USED if not z.dead]
-    assert not list(z.ro.glob("req-*"))  # each call's linked inputs go when its child ends
-
-
 def test_a_background_process_is_killed_before_the_next_candidate(
     tmp_path: Path, warm: None
 ) -> None:
@@ -107,6 +94,8 @@ def test_a_background_process_is_killed_before_the_next_candidate(
     after = _gate(good)
     assert after.accepted, after.message
     assert "forked from a warm zygote" in after.isolation and not list(z.rw.rglob("alive-*"))
+    assert [z] == [z for z in zygote._USED if not z.dead]  # one zygote served both
+    assert not list(z.ro.glob("req-*"))  # each call's linked inputs go when its child ends
 
 
 def test_a_candidate_that_kills_the_zygote_is_rejected_and_the_next_starts_fresh(

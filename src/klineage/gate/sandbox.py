@@ -482,27 +482,11 @@ def sandbox_command(
     )
 
 
-def start_sandboxed(spec: SandboxSpec, log: Path) -> subprocess.Popen[bytes]:
-    """Start `spec` (a reference, a harness or a zygote), its stdout and stderr to `log`."""
-    with open(log, "wb") as logf:
-        return subprocess.Popen(
-            spec.argv,
-            env=spec.env,
-            cwd=spec.cwd,
-            preexec_fn=spec.preexec_fn,
-            stdin=subprocess.DEVNULL,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            pass_fds=spec.pass_fds,
-        )
-
-
 __all__ = [
     "IsolationLevel",
     "Limits",
     "SandboxSpec",
     "available_levels",
     "sandbox_command",
-    "start_sandboxed",
     "strongest_level",
 ]

@@ -37,7 +37,7 @@ from klineage.gate.protocol import (
     RefManifest,
     RefRequest,
 )
-from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command, start_sandboxed
+from klineage.gate.sandbox import IsolationLevel, Limits, SandboxSpec, sandbox_command
 from klineage.gate.zygote import Staged, ZygoteChild
 from klineage.gate.zygote import enabled as zygote_enabled
 from klineage.gate.zygote import harness_process as warm_harness
@@ -276,6 +276,21 @@ def _python_path() -> list[Path]:
     GPU machine): the reference process imports klineage, the harness does not."""
     extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return [_SRC_ROOT, *(p.resolve() for p in extra if p.is_dir() and p.resolve() != _SRC_ROOT)]
+
+
+def start_sandboxed(spec: SandboxSpec, log: Path) -> subprocess.Popen[bytes]:
+    """Start `spec` (a reference, a harness or a zygote), its stdout and stderr to `log`."""
+    with open(log, "wb") as logf:
+        return subprocess.Popen(
+            spec.argv,
+            env=spec.env,
+            cwd=spec.cwd,
+            preexec_fn=spec.preexec_fn,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            pass_fds=spec.pass_fds,
+        )
 
 
 def _child_env(device: str, *, with_src: bool) -> dict[str, str]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from klineage.gate import isolation
-from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command, start_sandboxed
+from klineage.gate.sandbox import IsolationLevel, Limits, sandbox_command
 
 SERVER = Path(__file__).with_name("zygote_server.py")
 READY_S = 120.0  # torch + triton import on a loaded host
@@ -97,7 +97,7 @@ class Zygote:
         server = self.ro / "server"
         server.mkdir(parents=True)
         self.rw.mkdir()
-        from klineage.gate.session import HARNESS, HARNESS_SIBLINGS
+        from klineage.gate.session import HARNESS, HARNESS_SIBLINGS, start_sandboxed
 
         for f in (SERVER, HARNESS, *HARNESS_SIBLINGS):
             shutil.copyfile(f, server / f.name)
