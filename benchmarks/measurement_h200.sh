@@ -65,8 +65,15 @@ for p in ${1//,/ }; do
     trust) phase 240 python3 -m pytest -q -p no:cacheprovider -n 3 tests/gpu/test_gate_trust_gpu.py ;;
     sweep) phase 300 python3 benchmarks/measurement_h200.py sweep ;;
     distill) phase 300 python3 benchmarks/measurement_h200.py distill --regimes n16,n64,n256,n1024,n4096,n16384 ;;
+    zygote)  # the warm zygote on the GPU: three calls of one folder, forked children using CUDA
+      E=src/klineage/examples/softmax
+      KLINEAGE_ZYGOTE=1 OUT="$OUT/zygote" phase 120 python3 benchmarks/gate_profile.py $E/problem.py $E/candidate.py --calls 3
+      grep '^== call\|^   load' "$OUT/zygote/gate-profile.txt" >> "$LOG" ;;
     load-persistent)  # this tree, each worker one long-lived process with the warm zygote
-      load_run persistent "$PWD/src" 1 --persistent ;;
+      # (after the zygote phase: where it did not accept all three calls, the subprocess path)
+      if [ -f "$OUT/zygote/gate-profile.txt" ] && [ "$(grep -c 'accepted=True' "$OUT/zygote/gate-profile.txt")" != 3 ]; then
+        echo "the zygote failed on this GPU: load-new instead" >> "$LOG"; load_run new "$PWD/src" 1
+      else load_run persistent "$PWD/src" 1 --persistent; fi ;;
     load|load-new|load-today)
       # Read torch and triton from disk once, so neither load pays the cold page cache alone.
       phase 60 python3 -c "import torch, triton; torch.zeros(1, device='cuda'); print(torch.cuda.get_device_name())"

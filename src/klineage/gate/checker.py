@@ -12,10 +12,12 @@ outputs are compared too.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,9 @@ class Checker:
         self.inputs = inputs
         self.seen = Checked()
         self._budgeted = 1  # autotune configs the candidate's clock has time for
+        # Held around each request to the harness (the GPU work), not around the comparisons
+        # after it: on a GPU, the gate's lock taken shared (GpuLock.shared).
+        self.hold: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
 
     def _time_for_configs(self) -> None:
         """An autotune table is a config space: every config is compiled and checked (and on a
@@ -135,18 +140,19 @@ class Checker:
     ) -> tuple[CallReply, list[Any] | None]:
         n = self.seen.calls
         out = self.harness.out / f"call-{n}.pt"
-        reply = self.harness.request(
-            {
-                "op": "call",
-                "regime": regime.name,
-                "init": str(self.inputs / regime.init),
-                "inputs": str(self.inputs / case.inputs),
-                "buffer": case.buffer,
-                "force_config": force,
-                "out": str(out),
-            },
-            CallReply,
-        )
+        with self.hold():  # the GPU work; reading the outputs back is not
+            reply = self.harness.request(
+                {
+                    "op": "call",
+                    "regime": regime.name,
+                    "init": str(self.inputs / regime.init),
+                    "inputs": str(self.inputs / case.inputs),
+                    "buffer": case.buffer,
+                    "force_config": force,
+                    "out": str(out),
+                },
+                CallReply,
+            )
         self.seen.calls += 1
         for name, k in reply.autotuners.items():
             self.seen.autotuners[name] = max(self.seen.autotuners.get(name, 0), k)
@@ -387,15 +393,16 @@ class Checker:
     # GPU ----------------------------------------------------------------------------------------
     def device_kernels(self, regime: RefRegime) -> str | None:
         """None if every device kernel of one forward is the candidate's Triton code or a copy."""
-        reply = self.harness.request(
-            {
-                "op": "kernels",
-                "regime": regime.name,
-                "init": str(self.inputs / regime.init),
-                "inputs": str(self.inputs / regime.cases[0].inputs),
-            },
-            KernelsReply,
-        )
+        with self.hold():
+            reply = self.harness.request(
+                {
+                    "op": "kernels",
+                    "regime": regime.name,
+                    "init": str(self.inputs / regime.init),
+                    "inputs": str(self.inputs / regime.cases[0].inputs),
+                },
+                KernelsReply,
+            )
         if not reply.ok:
             return f"listing the device kernels failed: {reply.error}"
         ours = set(reply.launched) | self.seen.kernels
@@ -414,17 +421,18 @@ class Checker:
         fails is reported, not failed: the other checks stand."""
         cases = regime.cases
         outs = [str(self.harness.out / f"replay-{regime.name}-{i}.pt") for i in range(len(cases))]
-        reply = self.harness.request(
-            {
-                "op": "graph_check",
-                "regime": regime.name,
-                "init": str(self.inputs / regime.init),
-                "inputs": [str(self.inputs / cases[0].inputs)]
-                + [str(self.inputs / c.inputs) for c in cases],
-                "outs": outs,
-            },
-            GraphReply,
-        )
+        with self.hold():
+            reply = self.harness.request(
+                {
+                    "op": "graph_check",
+                    "regime": regime.name,
+                    "init": str(self.inputs / regime.init),
+                    "inputs": [str(self.inputs / cases[0].inputs)]
+                    + [str(self.inputs / c.inputs) for c in cases],
+                    "outs": outs,
+                },
+                GraphReply,
+            )
         if reply.capture_failed:
             self.seen.not_replayed.append(f"{regime.name} (capture failed: {reply.error})")
             return None

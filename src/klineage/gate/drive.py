@@ -6,10 +6,12 @@ owns the two processes and turns what happens to them into stage results.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -213,12 +215,13 @@ def drive(
     names = [r.name for r in manifest.regimes]
     (workdir / "cand").mkdir()
     clock = Clock(req.config.timeout_s)
-    # The GPU, shared with other gate calls: shared for the candidate's compile stage and each
-    # regime's correctness calls, exclusive only for timing (gate/gpulock.py).
+    # The GPU, shared with other gate calls: shared for each of the candidate's calls (compile
+    # and correctness; not the comparisons after them), exclusive only for timing (gpulock.py).
     lock = GpuLock(clock, active=req.device == "cuda")
     harness = Harness(Path(req.candidate), req.device, workdir / "cand", inputs, clock, None)
     isolation = f"{harness.level}: {harness.description}"
     checker = Checker(req, harness, Expected(private, manifest), harness.inputs)
+    checker.hold = lock.shared  # each GPU request, not the comparisons after it
     running = Stage.LOAD
     base_harness: Harness | None = None
     base, base_why_not = None, None
@@ -244,8 +247,7 @@ def drive(
             base_harness, base, base_why_not = _base_side(req, workdir, inputs)
         running = Stage.COMPILE
         event("start", stage=running.value, detail=names[0])
-        with lock.held(LockMode.SHARED):
-            compiled, first = checker.compile(manifest.regimes[0])
+        compiled, first = checker.compile(manifest.regimes[0])
         stages[compiled.stage] = compiled
         if first is None:
             if checker.seen.violation:
@@ -269,12 +271,21 @@ def drive(
         ):
             running = Stage.PROFILE
             event("start", stage=running.value)
-            # Exclusive from the device-kernel listing to the late calls after timing: the
-            # graph-replay check is cheap beside the timing, and re-queueing costs more.
-            with lock.held(LockMode.EXCLUSIVE):
-                _profile_and_replay(
-                    req, manifest, checker, stages, event, inputs, base, base_why_not
-                )
+            # Exclusive only while it times (`timing`); the device-kernel listing before it and
+            # the graph replay and late calls after it are GPU requests under the shared lock,
+            # their comparisons outside it: twelve calls' checks would otherwise queue behind
+            # one call's comparisons of GBs of outputs on the host.
+            _profile_and_replay(
+                req,
+                manifest,
+                checker,
+                stages,
+                event,
+                inputs,
+                base,
+                base_why_not,
+                timing=lambda: lock.held(LockMode.EXCLUSIVE),
+            )
     except CandidateDied as e:
         full = machine_fault(workdir, str(e))
         if full is not None:
@@ -338,23 +349,20 @@ def _correctness(
     event: Callable[..., None],
     lock: GpuLock,
 ) -> None:
-    """The correctness stage; the GPU lock is taken shared per regime and released between
-    them, so a gate call waiting to time gets in between (a candidate checked under every
-    config of a large autotune table holds a regime for many seconds). The stage's `seconds`
+    """The correctness stage; the GPU lock is taken shared for each call of the candidate
+    (Checker.hold) and released while its outputs are compared on the host, so a gate call
+    waiting to time gets in between (a regime of GBs of outputs, or a candidate checked under
+    every config of a large autotune table, compares for many seconds). The stage's `seconds`
     leave the lock waits out."""
     t0, waited0 = time.perf_counter(), lock.clock.waited if lock.clock else 0.0
     outcomes: list[RegimeOutcome] = []
     for regime in manifest.regimes:
         event("progress", detail=f"correctness {regime.name}")
-        with lock.held(LockMode.SHARED):
-            outcomes.append(
-                checker.regime(regime).model_copy(
-                    update={
-                        "input_shapes": regime.input_shapes,
-                        "input_dtypes": regime.input_dtypes,
-                    }
-                )
+        outcomes.append(
+            checker.regime(regime).model_copy(
+                update={"input_shapes": regime.input_shapes, "input_dtypes": regime.input_dtypes}
             )
+        )
         if checker.seen.fatal:
             break
     verified = [o for o in outcomes if o.status is Status.PASSED]
@@ -363,10 +371,9 @@ def _correctness(
     late = None
     if not bad and verified and not checker.seen.fatal:
         event("progress", detail="late calls")
-        with lock.held(LockMode.SHARED):
-            late = checker.late_calls(
-                [r for r in manifest.regimes if r.name in {o.regime for o in verified}]
-            )
+        late = checker.late_calls(
+            [r for r in manifest.regimes if r.name in {o.regime for o in verified}]
+        )
     passes = checker.seen.passes
     if bad:
         status, msg = Status.FAILED, "; ".join(f"{o.regime}: {o.message}" for o in bad)
@@ -427,7 +434,10 @@ def _profile_and_replay(
     inputs: Path,
     base: Any,
     why_not: str | None,
+    timing: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
 ) -> None:
+    """Device kernels, timing (under `timing()`: the GPU lock exclusive), graph replay, late
+    calls."""
     from klineage.gate.profile import Side, profile_stage
 
     correctness = stages[Stage.CORRECTNESS]
@@ -444,15 +454,16 @@ def _profile_and_replay(
             return
     if base is not None:  # the base's clock runs from its first timing, not from its load
         base.harness.clock.start = time.monotonic()
-    profiled = profile_stage(
-        req,
-        verified,
-        Side(checker.harness, checker.harness.inputs),
-        event,
-        base=base,
-        launch_ms=manifest.launch_ms,
-        table=checker.seen.passes,
-    )
+    with timing():
+        profiled = profile_stage(
+            req,
+            verified,
+            Side(checker.harness, checker.harness.inputs),
+            event,
+            base=base,
+            launch_ms=manifest.launch_ms,
+            table=checker.seen.passes,
+        )
     if why_not:
         note = f"; base {req.base} not timed: {why_not}"
         profiled = profiled.model_copy(update={"message": profiled.message + note})

@@ -119,6 +119,17 @@ class GpuLock(_Holds):
             fcntl.flock(self._fds[0], fcntl.LOCK_UN)
         self.mode = None
 
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """SHARED for the block unless a mode is held already (then the block runs under it and
+        nothing is released after): one GPU call's hold, so a caller that times gets in
+        between calls rather than behind a whole stage of CPU-side comparisons."""
+        if self.mode is not None or not self.active:
+            yield
+            return
+        with self.held(LockMode.SHARED):
+            yield
+
     def close(self) -> None:
         self.release()
         if self._fds is not None:

@@ -24,12 +24,15 @@ why and the comparison uses the tolerance alone: never a fault of the problem.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -155,12 +158,20 @@ class _Float64:
         return out
 
 
+Hold = Callable[[], AbstractContextManager[Any]]
+
+
 def build_regime(
-    problem: Any, req: RefRequest, regime: str, out: Path, index: int
+    problem: Any,
+    req: RefRequest,
+    regime: str,
+    out: Path,
+    index: int,
+    gpu: Hold = contextlib.nullcontext,
 ) -> tuple[RefRegime, _Baselines | None]:
-    """The regime's cases, written to `out`; with `req.time_reference`, also its baselines
-    warmed up (torch.compile compiled) and ready to time. GPU work that does not time: the
-    caller holds the GPU lock shared."""
+    """The regime's cases, written to `out`; with `req.time_reference`, its baselines warmed
+    up and ready to time. GPU work runs under `gpu()` (the lock shared) a trial at a time, the
+    file writes outside it: a call waiting to time is not kept out by GBs of disk writes."""
     import torch
 
     from klineage.config import GateConfig
@@ -169,7 +180,7 @@ def build_regime(
     device = req.device
     init = problem.init_inputs(regime)
     torch.manual_seed(cfg.seed)  # the candidate's parameters are made after the same seed
-    with problem.regime_globals(regime):
+    with gpu(), problem.regime_globals(regime):
         try:
             model = problem.model_cls(*init)
         except Exception as e:
@@ -179,7 +190,7 @@ def build_regime(
                 line=error_line_in(problem.path, e)[0],
                 expected="get_init_inputs to match Model.__init__",
             ) from e
-    model = model.to(device).eval()
+        model = model.to(device).eval()
     tag = str(index)  # file names: init-<regime index>.pt, in-<regime index>-<case index>.pt
     init_file = _save(out / f"init-{tag}.pt", init=_cpu(list(init)))
 
@@ -206,7 +217,7 @@ def build_regime(
     t = 0
     while t < n_trials:
         torch.manual_seed(trial_seed(cfg.seed, regime, t))
-        with spent("cases"):
+        with gpu(), spent("cases"):
             inputs = problem.make_inputs(regime, device)
             on_device = expected(inputs)
             want = _cpu(on_device)
@@ -236,7 +247,7 @@ def build_regime(
             first_out = want
         # Odd trials (and the second) reuse one set of buffers with new contents.
         buffer = "B" if t == 1 or t % 2 == 1 else None
-        with spent("float64"):
+        with gpu(), spent("float64"):
             f64 = (
                 (None, "not evaluated: not verified here")
                 if unverified
@@ -266,14 +277,14 @@ def build_regime(
     for label, values, buffer in variants:
         if values is None:
             continue
-        with spent("cases"):
+        with gpu(), spent("cases"):
             values = [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
             on_device = expected(values)
             want = _cpu(on_device)
         if _nonfinite(want):
             skipped.append(f"{label}: the reference is not finite there")
             continue
-        with spent("float64"):
+        with gpu(), spent("float64"):
             f64 = exact.outputs(values, on_device)
         with spent("files"):
             case = _case(
@@ -286,14 +297,9 @@ def build_regime(
     flop_count = getattr(problem.module, "flop_count", None)
     if callable(flop_count):
         flops = float(flop_count(*trials[0]))
-    nbytes = sum(
-        v.numel() * v.element_size()
-        for v in [*trials[0], *first_out]
-        if isinstance(v, torch.Tensor)
-    )
     baselines = None
     if req.time_reference:
-        with spent("compile"):  # torch.compile's compile, when asked: seconds of CPU
+        with gpu(), spent("compile"):  # torch.compile's compile, when asked: seconds of CPU
             baselines = _Baselines(model, trials[0], problem, regime, cfg)
     built = RefRegime(
         name=regime,
@@ -303,7 +309,7 @@ def build_regime(
         tolerance=problem.tolerances.get(dtypes[0]) if dtypes else None,
         bf16_inputs=has_bf16,
         skipped_variants=skipped,
-        nbytes=nbytes,
+        nbytes=case_nbytes([*trials[0], *first_out]),
         flops=flops,
         input_shapes=[list(v.shape) if isinstance(v, torch.Tensor) else [] for v in trials[0]],
         input_dtypes=[
@@ -424,8 +430,9 @@ def run(req: RefRequest, out: Path, lock: LockByProxy | None = None) -> RefManif
     built: list[RefRegime] = []
     launch_ms = None
     for i, name in enumerate(regimes):
-        with lock.held(LockMode.SHARED):
-            regime, baselines = build_regime(problem, req, name, out, i)
+        regime, baselines = build_regime(
+            problem, req, name, out, i, gpu=lambda: lock.held(LockMode.SHARED)
+        )
         if baselines is not None:
             with lock.held(LockMode.EXCLUSIVE):
                 t_time = time.perf_counter()  # the lock's wait is not the reference's
