@@ -170,7 +170,10 @@ class Calls:
         rec = {**tags, "rc": rc, "cut": cut, "started_s": round(started, 2),
                "ended_s": round(self.now(), 2), "wall_s": round(self.now() - started, 2),
                "accepted": data.get("accepted"), "timed_out": data.get("timed_out"),
-               "lock_wait_s": data.get("lock_wait_s"), "stage_s": stages, "rows": rows,
+               "lock_wait_s": data.get("lock_wait_s"), "lock_wait_exclusive_s": data.get("lock_wait_exclusive_s"),
+               "stage_s": stages, "rows": rows,
+               "load_message": next((str(st.get("message"))[-400:] for st in data.get("stages") or []
+                                     if st.get("stage") == "load"), None),
                "message": str(data.get("message"))[:300],
                # The gate's own progress (KLINEAGE_EVENTS=stderr): where a cut call was.
                "events_tail": [line for line in err.splitlines() if line.startswith('{"t"')][-6:]}  # fmt: skip
@@ -267,6 +270,22 @@ class PersistentCalls(Calls):
             self._live.clear()
 
 
+def _lock_summary(path: Path) -> dict:
+    """Per mode: holds, seconds held in all (and the largest and 95th percentile hold), seconds
+    waited: where the GPU lock's time went (the old gate before issue 14 writes no log)."""
+    holds = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    out: dict = {}
+    for mode in ("shared", "exclusive"):
+        held = sorted(h["held_s"] for h in holds if h["mode"] == mode)
+        if held:
+            out[mode] = {"holds": len(held), "held_s": round(sum(held), 1), "max_s": round(held[-1], 2),
+                         "p95_s": round(held[int(0.95 * (len(held) - 1))], 2),
+                         "waited_s": round(sum(h["wait_s"] for h in holds if h["mode"] == mode), 1)}  # fmt: skip
+    if holds:
+        out["span_s"] = round(max(h["t"] for h in holds) - min(h["t"] for h in holds), 1)
+    return out
+
+
 def _reap(tmp: Path) -> int:
     """SIGKILL what is left of this load's gate processes: sandboxed children run in sessions
     of their own, and every one of them has a path under `tmp` in its command line."""
@@ -328,9 +347,11 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
     jsonl = out_dir() / f"measurement-load-{tag}.jsonl"
     jsonl.unlink(missing_ok=True)
     # A lock directory of its own: a cut call of the other load cannot hold this one's GPU lock.
-    calls = (PersistentCalls if persistent else Calls)(
-        src, base, jsonl, {"KLINEAGE_GPU_LOCK_DIR": str(locks), "KLINEAGE_EVENTS": "stderr"}
-    )
+    lock_log = out_dir() / f"gpu-lock-{tag}.jsonl"  # every hold of the GPU lock (gpulock.py)
+    lock_log.unlink(missing_ok=True)
+    env = {"KLINEAGE_GPU_LOCK_DIR": str(locks), "KLINEAGE_EVENTS": "stderr",
+           "KLINEAGE_GPU_LOCK_LOG": str(lock_log)}  # fmt: skip
+    calls = (PersistentCalls if persistent else Calls)(src, base, jsonl, env)
     fg_cmd = _gate_cmd(SOFTMAX / "problem.py", SOFTMAX / "expert.py",
                        SOFTMAX_GPU if device == "cuda" else [], device)  # fmt: skip
     fg_env = {"KLINEAGE_CACHE_DIR": str(fg_cache)}
@@ -455,6 +476,7 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
         "wall_s_median": round(statistics.median([r["wall_s"] for r in done]), 1) if done else None,
         "foreground": fg,
         "spread": _spread(fg, (summary.get("alone") or {}).get("rows") or {}),
+        "gpu_lock": _lock_summary(lock_log),
     })  # fmt: skip
     log(
         f"{tag}: {len(done)} calls in {load_s:.0f} s = {summary['calls_per_min']:.1f}/min, "

@@ -97,7 +97,9 @@ for f in sorted(Path(sys.argv[1]).glob("measurement-load-*.json")):
           f"median wall {d['wall_s_median']} s, lock wait {d['lock_wait_s_median']} s")
     for name, why in d["round0"]["rejected"].items():
         print(f"        rejected {name}: {why[:150]}")
-    print(f"        foreground: {len(d['foreground'])} calls under load")
+    print(f"        foreground: {len(d['foreground'])} calls under load; GPU lock: {d.get('gpu_lock')}")
+    if d.get("warm"):
+        print(f"        warm-up: {d['warm']}")
     for regime, v in d["spread"].items():
         print(f"        {regime}{' (launch-bound)' if v['launch_bound'] else ''}: " + "; ".join(
             f"{k} {min(x['values']) * 1e3:.1f}-{max(x['values']) * 1e3:.1f} us spread {x['spread']:.1%}"

@@ -49,6 +49,16 @@ def lock_paths(directory: Path | None = None) -> tuple[Path, Path]:
     return d / f"{stem}.lock", d / f"{stem}.turnstile"
 
 
+def _log_hold(mode: LockMode, waited: float, held: float) -> None:
+    """One line per hold to $KLINEAGE_GPU_LOCK_LOG when set (benchmarks: who holds the GPU, in
+    which mode, how long, after how long a wait). Appends of one short line are atomic."""
+    path = os.environ.get("KLINEAGE_GPU_LOCK_LOG")
+    if path:
+        line = f'{{"t": {time.time():.3f}, "pid": {os.getpid()}, "mode": "{mode}", "wait_s": {waited:.4f}, "held_s": {held:.4f}}}\n'
+        with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as f:
+            f.write(line)
+
+
 class _Holds:
     """`held(mode)`: a lock's mode for a block, released after it."""
 
@@ -85,6 +95,7 @@ class GpuLock(_Holds):
         self.directory = directory
         self.mode: LockMode | None = None
         self._fds: tuple[int, int] | None = None
+        self._since = self._waited = 0.0
 
     def _open(self) -> tuple[int, int]:
         if self._fds is None:
@@ -108,6 +119,7 @@ class GpuLock(_Holds):
             fcntl.flock(turnstile, fcntl.LOCK_UN)
         waited = time.monotonic() - t0
         self.mode = mode
+        self._since, self._waited = time.monotonic(), waited
         if self.clock is not None:
             self.clock.waited += waited
             if mode is LockMode.EXCLUSIVE:
@@ -117,6 +129,7 @@ class GpuLock(_Holds):
     def release(self) -> None:
         if self.mode is not None and self._fds is not None:
             fcntl.flock(self._fds[0], fcntl.LOCK_UN)
+            _log_hold(self.mode, self._waited, time.monotonic() - self._since)
         self.mode = None
 
     @contextlib.contextmanager

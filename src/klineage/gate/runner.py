@@ -208,16 +208,19 @@ def run_gate(
         if static_guards
         else "NOT RUN (static_guards=False, a test of the later layers)",
     )
+    from klineage.gate.threads import torch_threads
+
     workdir = _private_dir()
     try:
-        result = drive(
-            req,
-            workdir,
-            static_ok,
-            on_event,
-            secrets.randbits(62),
-            (cache_dir or default_cache_dir()) if config.cache else None,
-        )
+        with torch_threads(device):  # the parent's comparisons, beside other calls' on a GPU host
+            result = drive(
+                req,
+                workdir,
+                static_ok,
+                on_event,
+                secrets.randbits(62),
+                (cache_dir or default_cache_dir()) if config.cache else None,
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result = result.model_copy(

@@ -38,6 +38,7 @@ from klineage.gate.protocol import (
     RefRequest,
 )
 from klineage.gate.sandbox import IsolationLevel, Limits, SandboxSpec, sandbox_command
+from klineage.gate.threads import gate_threads
 from klineage.gate.zygote import Staged, ZygoteChild
 from klineage.gate.zygote import enabled as zygote_enabled
 from klineage.gate.zygote import harness_process as warm_harness
@@ -295,6 +296,9 @@ def start_sandboxed(spec: SandboxSpec, log: Path) -> subprocess.Popen[bytes]:
 
 def _child_env(device: str, *, with_src: bool) -> dict[str, str]:
     env: dict[str, str] = {}
+    threads = gate_threads(device)
+    if threads is not None:  # read by torch's OpenMP pool when the child imports torch
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     if with_src:  # the reference process
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in _python_path())
         # torch.compile compiles in the reference's own process: by default inductor starts a
