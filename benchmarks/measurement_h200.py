@@ -275,12 +275,16 @@ def _lock_summary(path: Path) -> dict:
     waited: where the GPU lock's time went (the old gate before issue 14 writes no log)."""
     holds = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     out: dict = {}
-    for mode in ("shared", "exclusive"):
-        held = sorted(h["held_s"] for h in holds if h["mode"] == mode)
+    kinds = sorted({(h["mode"], h.get("what") or "") for h in holds})
+    for mode, what in [("shared", ""), ("exclusive", ""), *kinds]:  # all of a mode, then per work
+        held = sorted(
+            h["held_s"] for h in holds if h["mode"] == mode and what in ("", h.get("what"))
+        )
         if held:
-            out[mode] = {"holds": len(held), "held_s": round(sum(held), 1), "max_s": round(held[-1], 2),
+            out[f"{mode} {what}".strip()] = {"holds": len(held), "held_s": round(sum(held), 1), "max_s": round(held[-1], 2),
                          "p95_s": round(held[int(0.95 * (len(held) - 1))], 2),
-                         "waited_s": round(sum(h["wait_s"] for h in holds if h["mode"] == mode), 1)}  # fmt: skip
+                         "waited_s": round(sum(h["wait_s"] for h in holds if h["mode"] == mode
+                                               and what in ("", h.get("what"))), 1)}  # fmt: skip
     if holds:
         out["span_s"] = round(max(h["t"] for h in holds) - min(h["t"] for h in holds), 1)
     return out

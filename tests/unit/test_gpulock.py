@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import subprocess
@@ -148,6 +149,28 @@ def test_shared_holds_one_call_and_leaves_a_held_mode_alone(tmp_path: Path) -> N
     lock.close()
     assert r.got.wait(2)
     r.done.set()
+
+
+def test_every_hold_is_logged_with_its_mode_and_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "holds.jsonl"
+    monkeypatch.setenv("KLINEAGE_GPU_LOCK_LOG", str(log))
+    lock = GpuLock(Clock(60.0), directory=tmp_path)
+    lock.what = "correctness"
+    with lock.shared():
+        time.sleep(0.05)
+    lock.what = "profile"
+    with lock.held(LockMode.EXCLUSIVE):
+        pass
+    lock.close()
+    # (threads of earlier tests that release their locks now log too, with no work named)
+    holds = [h for h in map(json.loads, log.read_text().splitlines()) if h["what"]]
+    assert [(h["mode"], h["what"]) for h in holds] == [
+        ("shared", "correctness"),
+        ("exclusive", "profile"),
+    ]
+    assert holds[0]["held_s"] >= 0.04 and all(h["pid"] == os.getpid() for h in holds)
 
 
 def test_an_inactive_lock_never_touches_files(tmp_path: Path) -> None:

@@ -263,6 +263,7 @@ def drive(
         )
         running = Stage.CORRECTNESS
         event("start", stage=running.value)
+        lock.what = "correctness"
         _correctness(req, manifest, checker, stages, event, lock)
         if (
             stages[Stage.CORRECTNESS].status is Status.PASSED
@@ -271,6 +272,7 @@ def drive(
         ):
             running = Stage.PROFILE
             event("start", stage=running.value)
+            lock.what = "profile"
             # Exclusive only while it times (`timing`); the device-kernel listing before it and
             # the graph replay and late calls after it are GPU requests under the shared lock,
             # their comparisons outside it: twelve calls' checks would otherwise queue behind

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import fcntl
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -49,12 +50,12 @@ def lock_paths(directory: Path | None = None) -> tuple[Path, Path]:
     return d / f"{stem}.lock", d / f"{stem}.turnstile"
 
 
-def _log_hold(mode: LockMode, waited: float, held: float) -> None:
+def _log_hold(mode: LockMode, waited: float, held: float, what: str) -> None:
     """One line per hold to $KLINEAGE_GPU_LOCK_LOG when set (benchmarks: who holds the GPU, in
     which mode, how long, after how long a wait). Appends of one short line are atomic."""
     path = os.environ.get("KLINEAGE_GPU_LOCK_LOG")
     if path:
-        line = f'{{"t": {time.time():.3f}, "pid": {os.getpid()}, "mode": "{mode}", "wait_s": {waited:.4f}, "held_s": {held:.4f}}}\n'
+        line = f'{{"t": {time.time():.3f}, "pid": {os.getpid()}, "mode": "{mode}", "wait_s": {waited:.4f}, "held_s": {held:.4f}, "what": {json.dumps(what)}}}\n'
         with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as f:
             f.write(line)
 
@@ -96,6 +97,7 @@ class GpuLock(_Holds):
         self.mode: LockMode | None = None
         self._fds: tuple[int, int] | None = None
         self._since = self._waited = 0.0
+        self.what = ""  # the work the holds are for, in the hold log (the caller sets it)
 
     def _open(self) -> tuple[int, int]:
         if self._fds is None:
@@ -129,7 +131,7 @@ class GpuLock(_Holds):
     def release(self) -> None:
         if self.mode is not None and self._fds is not None:
             fcntl.flock(self._fds[0], fcntl.LOCK_UN)
-            _log_hold(self.mode, self._waited, time.monotonic() - self._since)
+            _log_hold(self.mode, self._waited, time.monotonic() - self._since, self.what)
         self.mode = None
 
     @contextlib.contextmanager

@@ -172,6 +172,7 @@ def run_reference(
         pass_fds=(ask_w, ok_r) if cuda else (),
     )
     lock = GpuLock(clock, active=cuda)
+    lock.what = "reference"
     try:
         proc = start_sandboxed(spec, log)
         for fd in (ask_w, ok_r):
