@@ -123,7 +123,7 @@ class Calls:
     not, is appended to a JSONL file at once, so a device call that runs out leaves its data."""
 
     def __init__(self, src: str, tmp: Path, jsonl: Path, env_extra: dict[str, str]) -> None:
-        self.jsonl = jsonl
+        self.jsonl, self.tmp = jsonl, tmp
         self.env = {**os.environ, **env_extra, "TMPDIR": str(tmp),
                     "PYTHONPATH": os.pathsep.join([os.environ.get("SITE", "/tmp/site"), src])}  # fmt: skip
         self.t0 = time.perf_counter()
@@ -225,10 +225,13 @@ class PersistentCalls(Calls):
     def _worker(self) -> subprocess.Popen[str]:
         w = getattr(self._mine, "proc", None)
         if w is None or w.poll() is not None:
-            w = subprocess.Popen([sys.executable, str(Path(__file__).with_name("gate_worker.py"))],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 text=True, env=self.env, start_new_session=True)  # fmt: skip
-            self._mine.proc = w
+            # Its stderr (the gate's events, KLINEAGE_EVENTS=stderr) to a file: where a cut call was.
+            err = self.tmp / f"worker-{threading.get_ident()}-{time.monotonic_ns()}.err"
+            with err.open("w") as ef:
+                w = subprocess.Popen([sys.executable, str(Path(__file__).with_name("gate_worker.py"))],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=ef,
+                                     text=True, env=self.env, start_new_session=True)  # fmt: skip
+            self._mine.proc, self._mine.err = w, err
             with self._lock:
                 self._live.add(w)
         return w
@@ -239,12 +242,15 @@ class PersistentCalls(Calls):
         assert w.stdin is not None and w.stdout is not None
         i = cmd.index("gate")
         job = json.dumps({"argv": cmd[i + 1 :], "env": env or {}}) + "\n"
+        err_file: Path = self._mine.err
+        offset = err_file.stat().st_size
         try:
             w.stdin.write(job)
             w.stdin.flush()
         except OSError:  # the worker died between calls: a fresh one takes the job
             self._mine.proc = None
             w = self._worker()
+            err_file, offset = self._mine.err, 0
             assert w.stdin is not None and w.stdout is not None
             w.stdin.write(job)
             w.stdin.flush()
@@ -262,7 +268,11 @@ class PersistentCalls(Calls):
             with self._lock:
                 self._live.discard(w)
             self._mine.proc = None
-        return self.record(out, "", 0 if out else w.returncode, cut, started, tags)
+        try:  # this call's events: the worker's stderr since the job was sent
+            err = err_file.read_text(errors="replace")[offset:]
+        except OSError:
+            err = ""
+        return self.record(out, err, 0 if out else w.returncode, cut, started, tags)
 
     def stop_all(self) -> None:
         super().stop_all()

@@ -69,7 +69,8 @@ class GateConfig(BaseModel):
     timeout_per_config_s: float = Field(default=10.0, ge=0)
     seed: int = 0
     allow_suspicious: bool = False
-    # More than this many times faster than eager PyTorch is flagged as suspicious.
+    # More than this many times faster than eager PyTorch (and than torch.compile, where it was
+    # timed) is flagged as suspicious.
     max_speedup_vs_reference: float = 10.0
     copy_bytes_per_s: float = H200_COPY_BYTES_PER_S
     matmul_flops_per_s: float = H200_BF16_FLOPS_PER_S

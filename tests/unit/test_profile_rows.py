@@ -122,6 +122,21 @@ def test_faster_than_physics_is_suspicious() -> None:
     assert row.suspicious and "under the roofline floor" in row.suspicious[0]
 
 
+def test_ten_times_eager_is_suspicious_only_where_torch_compile_is_beaten_as_far() -> None:
+    # 1.6 us against eager's 16 us (several launches) and torch.compile's 1.4 us: the naive bf16
+    # column max on the H200 (docs/benchmarks.md), not suspicious.
+    tiny = dict(nbytes=4096, eager_ms=0.0163, compile_ms=0.00142)
+    row = regime_row(_regime(**tiny), _timed([[0.0016], [0.0016]]), None, None, GateConfig(), None)
+    assert row.speedup_vs_eager is not None and row.speedup_vs_eager > 10 and not row.suspicious
+    for compile_ms in (0.02, None):  # compile beaten 12x too, or not timed: eager alone decides
+        made = dict(nbytes=4096, eager_ms=0.0163, compile_ms=compile_ms)
+        row = regime_row(
+            _regime(**made), _timed([[0.0016], [0.0016]]), None, None, GateConfig(), None
+        )
+        assert row.suspicious and "faster than eager" in row.suspicious[0], row.suspicious
+        assert ("torch.compile" in row.suspicious[0]) is (compile_ms is not None)
+
+
 def test_metrics_read_rows_and_leave_launch_bound_regimes_out_of_the_geomean() -> None:
     def gate(rows: dict[str, Any]) -> dict[str, Any]:
         return {"stages": [{"stage": "profile", "numbers": {"regimes": rows}}]}

@@ -8,8 +8,9 @@ with its per-round range. A regime whose floor is a few microseconds, or whose k
 little more than an empty launch, is launch-bound: timed, shown, never evidence. The
 roofline floor is the fewest bytes (inputs read once, outputs written once) over the measured
 copy bandwidth, or the problem's flop_count over the matmul rate, whichever is larger. A
-candidate under that floor computed at the datasheet peaks, or more than max_speedup_vs_reference times faster than eager, is
-flagged: physics says it skipped work or cached a result.
+candidate under that floor computed at the datasheet peaks, or more than
+max_speedup_vs_reference times faster than eager and than torch.compile (where it was timed),
+is flagged: physics says it skipped work or cached a result.
 """
 
 from __future__ import annotations
@@ -278,10 +279,13 @@ def regime_row(
             f"{fastest:.4g} ms is under the roofline floor {row['peak_floor_ms']:.4g} ms "
             f"({row['floor_kind']}, datasheet peaks)"
         )
-    if (row.get("speedup_vs_eager") or 0.0) > cfg.max_speedup_vs_reference:
-        why.append(
-            f"{row['speedup_vs_eager']:.1f}x faster than eager (limit {cfg.max_speedup_vs_reference:g}x)"
-        )
+    # Against the faster of eager and torch.compile where both were timed: eager launching
+    # several kernels on a few-microsecond regime is slow, and beating it 10x there is what
+    # torch.compile does too (a naive bf16 column max, 1.6 us: 10.2x eager, 0.89x compile).
+    vs = [x for x in (row.get("speedup_vs_eager"), row.get("speedup_vs_compile")) if x]
+    if vs and min(vs) > cfg.max_speedup_vs_reference:
+        than = "eager and torch.compile" if len(vs) == 2 else "eager"
+        why.append(f"{min(vs):.1f}x faster than {than} (limit {cfg.max_speedup_vs_reference:g}x)")
     row["suspicious"] = why
     return ProfileRow.model_validate(row)
 
