@@ -94,7 +94,10 @@ class GateConfig(BaseModel):
     # Busy time on the GPU right before the profile stage (gate/profile.py: spin_up_gpu).
     spin_up_ms: float = Field(default=300.0, ge=0)
     profile_compile: bool = True
-    cache: bool = True
+    cache: bool = True  # verdicts served by content (gate/cache.py)
+    # The reference's cases and baseline times reused by later calls on the same problem
+    # (gate/refcache.py); `--no-cache` and KLINEAGE_NO_CACHE turn both off.
+    reference_cache: bool = True
 
     @field_validator("tolerances")
     @classmethod
@@ -115,6 +118,7 @@ class GateConfig(BaseModel):
             copy_bytes_per_s=_env_float("KLINEAGE_COPY_BYTES_PER_S", H200_COPY_BYTES_PER_S),
             matmul_flops_per_s=_env_float("KLINEAGE_MATMUL_FLOPS_PER_S", H200_BF16_FLOPS_PER_S),
             cache=os.environ.get("KLINEAGE_NO_CACHE", "") in ("", "0"),
+            reference_cache=os.environ.get("KLINEAGE_NO_CACHE", "") in ("", "0"),
             time_basis="host" if os.environ.get("KLINEAGE_TIME") == "host" else "device",
             configs_per_call=int(_env_float("KLINEAGE_CONFIGS_PER_CALL", 16)),
         )

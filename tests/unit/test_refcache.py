@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -109,3 +110,30 @@ def test_an_unchanged_file_is_linked_without_rehashing_and_a_changed_one_is_hash
     torch.save({"outputs": [torch.ones(3)]}, stored)  # same size, other values, a new mtime
     assert cache.get("k", tmp_path / "b") is None and cache.rejected == 1
     assert hashed == ["want.pt"]  # init.pt and in.pt were linked unread, as before
+
+
+def test_no_verdict_cache_still_reuses_the_reference_and_no_cache_turns_both_off(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from klineage.config import GateConfig
+    from klineage.gate import drive, runner
+    from tests.conftest import PROBLEMS
+
+    roots: list[Path | None] = []
+
+    def fake_drive(req, workdir, static_ok, on_event, secret, cache_root):  # type: ignore[no-untyped-def]
+        roots.append(cache_root)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(drive, "drive", fake_drive)
+    problem, candidate = PROBLEMS / "column_sum.py", tmp_path / "k.py"
+    candidate.write_text("import triton\n")
+    for config in (GateConfig(cache=False), GateConfig(cache=False, reference_cache=False)):
+        with contextlib.suppress(RuntimeError):
+            runner.run_gate(
+                problem, candidate, config=config, cache_dir=tmp_path / "c", static_guards=False
+            )
+    assert roots == [tmp_path / "c", None]
+    monkeypatch.setenv("KLINEAGE_NO_CACHE", "1")
+    env = GateConfig.from_env()
+    assert not env.cache and not env.reference_cache

@@ -40,7 +40,9 @@ def demo(
 
     root = resources.files("klineage")
     problem = Path(str(root / "examples" / "softmax" / "problem.py"))
-    config = GateConfig.from_env().model_copy(update={"cache": not no_cache})
+    config = GateConfig.from_env().model_copy(
+        update={"cache": not no_cache, "reference_cache": not no_cache}
+    )
     verdicts = []
     for name in ("candidate.py", "broken_mask.py"):
         console.rule(f"[bold]1. the gate: {name}")

@@ -246,6 +246,7 @@ def gate(
                 "trials": trials,
                 "allow_suspicious": allow_suspicious,
                 "cache": env_config.cache and not no_cache,
+                "reference_cache": env_config.reference_cache and not no_cache,
                 "time_basis": time_basis,
                 "configs_per_call": configs_per_call or env_config.configs_per_call,
             }

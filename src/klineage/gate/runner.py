@@ -185,7 +185,7 @@ def run_gate(
             "candidate": candidate_src,
             "regimes": req.regimes,
             "overrides": req.overrides,
-            "config": config.model_dump(exclude={"cache"}),
+            "config": config.model_dump(exclude={"cache", "reference_cache"}),
             "env": environment_fingerprint(device),
             "isolation": str(level),
             "gate": GATE_PROTOCOL,
@@ -219,7 +219,7 @@ def run_gate(
                 static_ok,
                 on_event,
                 secrets.randbits(62),
-                (cache_dir or default_cache_dir()) if config.cache else None,
+                (cache_dir or default_cache_dir()) if config.reference_cache else None,
             )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
