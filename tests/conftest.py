@@ -41,3 +41,31 @@ def assert_gate_accepts(problem: Path, source: str, path: Path) -> None:
     path.write_text(source)
     r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
     assert r.accepted, r.message
+
+
+# The longest tests on the 2-core CI machine (`make test`'s --durations): run first, so that
+# pytest-xdist's workers do not end the run waiting on one of them. Order only: a name that
+# stops matching costs time, never a test.
+LONGEST_FIRST = (
+    "test_bench.py::test_bench_local_pool",
+    "test_bench.py::test_bench_on_a_local_ray_instance",
+    "test_roundtrip_causal_block_skipping.py::test_attention_expert_unsplit",
+    "test_gate_hostile.py::test_planted_verdicts_change_nothing",
+    "test_corpus_gate.py::test_corpus_kernel_passes_the_gate_on_cpu[attention-expert]",
+    "round_trips_through_the_gate",
+    "test_distill.py::test_kill_9",
+    "test_gate_adversarial.py::test_infinite_loop",
+    "test_distill.py::test_distill_json",
+    "test_probe.py::test_probes_add_each_step",
+    "test_distill_llm.py::",
+    "test_bench.py::test_bench_on_a_folder",
+    "test_optimize_llm.py::",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        hits = [i for i, name in enumerate(LONGEST_FIRST) if name in item.nodeid]
+        return hits[0] if hits else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order

@@ -1,8 +1,8 @@
-"""The warm zygote (KLINEAGE_ZYGOTE=1, gate/zygote.py): candidates of one folder are forked from
+"""The warm zygote (on unless KLINEAGE_ZYGOTE=0, gate/zygote.py): candidates of one folder are forked from
 one sandboxed process that imported torch and triton once, and nothing one of them leaves
 behind reaches the next: a background process it started is killed before the next runs, a
-zygote it killed is replaced. The hostile and adversarial suites run on this path too when the
-variable is set (docs/GATE.md)."""
+zygote it killed is replaced. The hostile and adversarial suites run on this path too (it is
+the default at the bubblewrap level); the last test runs the fresh-process path."""
 
 from __future__ import annotations
 
@@ -108,3 +108,21 @@ def test_a_candidate_that_kills_the_zygote_is_rejected_and_the_next_starts_fresh
     assert not r.accepted and r.fault is not None
     after = _gate(good)
     assert after.accepted, after.message
+
+
+def test_with_the_zygote_off_each_candidate_gets_a_fresh_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KLINEAGE_ZYGOTE=0 (and any level but bubblewrap): the path the suites above run on when
+    the zygote is on, exercised here so that CI keeps both."""
+    monkeypatch.setenv("KLINEAGE_ZYGOTE", "0")
+    zygote.close_all()
+    wrong, good = tmp_path / "wrong.py", tmp_path / "good.py"
+    wrong.write_text(GOOD + "\n_Good = ModelNew\n\n\nclass ModelNew(_Good):\n    def forward(self, x):\n"
+                     "        return super().forward(x)[:, :-1]\n", encoding="utf-8")  # fmt: skip
+    good.write_text(GOOD, encoding="utf-8")
+    r = _gate(wrong, static_guards=False)
+    assert not r.accepted and "zygote" not in r.isolation
+    after = _gate(good)
+    assert after.accepted, after.message
+    assert "zygote" not in after.isolation and not zygote._USED

@@ -373,7 +373,7 @@ class Harness:
     def _warm(
         self, candidate: Path, inputs: Path, cmd_r: int, rep_w: int
     ) -> tuple[ZygoteChild, Staged, str] | None:
-        """A harness forked from a warm zygote (KLINEAGE_ZYGOTE=1), or None: a fresh one."""
+        """A harness forked from a warm zygote (unless KLINEAGE_ZYGOTE=0), or None: a fresh one."""
         if not zygote_enabled():
             return None
         log = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

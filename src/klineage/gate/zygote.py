@@ -2,8 +2,9 @@
 forked child per candidate (issue 14: a harness's own torch import was 4-5 s of a 32 s warm
 gate call on the H200, about 2 s of a CPU call here).
 
-Opt-in: KLINEAGE_ZYGOTE=1 in the gate's parent (the default stays a fresh sandboxed process per
-candidate until the H200 run says the warm path holds under load). A Zygote is one sandbox
+On by default at the bubblewrap level; KLINEAGE_ZYGOTE=0 in the gate's parent starts a fresh
+sandboxed process per candidate instead (measured: a warm CPU call 3.4-4.2 s against 5.6-5.9 s,
+a warm H200 call 17-19 s against 32 s, docs/benchmarks.md). A Zygote is one sandbox
 (gate/sandbox.py, the strongest level, as for a harness) running gate/zygote_server.py, whose
 module docstring says what keeps one candidate from the next. It exposes, read-only, the
 candidate's folder (the zygote is kept per folder: a walk's or an optimize run's candidates
@@ -48,7 +49,7 @@ _LIMIT_NAMES = {
 
 
 def enabled() -> bool:
-    return os.environ.get("KLINEAGE_ZYGOTE", "") not in ("", "0")
+    return os.environ.get("KLINEAGE_ZYGOTE", "1").strip() not in ("0", "false", "no", "off")
 
 
 @dataclass
