@@ -31,6 +31,7 @@ def _parse(argv: list[str]) -> tuple[Path, Path, str, list[str]]:
 
 
 def main() -> int:
+    from klineage.cli.gate import _events_to_stderr
     from klineage.gate import run_gate
     from klineage.gate.runner import result_json
 
@@ -40,7 +41,15 @@ def main() -> int:
             os.environ.update({str(k): str(v) for k, v in job.get("env", {}).items()})
             problem, candidate, device, regimes = _parse([str(a) for a in job["argv"]])
             out = json.loads(
-                result_json(run_gate(problem, candidate, device=device, regimes=regimes or None))
+                result_json(
+                    run_gate(
+                        problem,
+                        candidate,
+                        device=device,
+                        regimes=regimes or None,
+                        on_event=_events_to_stderr(),
+                    )
+                )  # as `klineage gate --json` does
             )
         except Exception as e:  # the worker's own failure: one line, and on to the next job
             out = {"accepted": False, "message": f"gate_worker: {type(e).__name__}: {e}"}

@@ -341,7 +341,8 @@ def _spread(calls: list[dict], alone: dict) -> dict:
 
 
 def load(src: str, workers: int, foreground: int, window_s: float, alone_s: float, tag: str,
-         device: str = "cuda", warm_s: float = 0.0, persistent: bool = False) -> dict:  # fmt: skip
+         device: str = "cuda", warm_s: float = 0.0, persistent: bool = False,
+         cache_dir: Path | None = None) -> dict:  # fmt: skip
     """The held-out starting kernels gated `workers` at a time for `window_s` seconds, cold at
     first (round 0: each problem's reference made and timed), then each again as a new candidate
     (a comment appended: no verdict cache hit, the reference's cases reused) as an optimize loop
@@ -351,13 +352,16 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
     references cached, as in an optimize loop), and `warm` says how many starts were accepted.
     With `persistent`, each worker thread's calls run in one long-lived process (PersistentCalls:
     torch imported once, the warm zygote), as in an optimize loop; the later rounds' candidates
-    share one folder, so a worker's zygote serves all of them."""
+    share one folder, so a worker's zygote serves all of them. With `cache_dir`, the verdict and
+    reference caches live there and outlive the run: a later run (a later device call in the
+    same lease) finds the references that this one's warm-up made."""
     jobs = sorted(d for d in HELDOUT.iterdir() if (d / "naive.py").exists())
     base = Path(tempfile.mkdtemp(prefix=f"kl-load-{tag}-"))
     base.chmod(0o755)  # the gate's TMPDIR: a sandbox at uid level (no bwrap) must reach it
-    cache, fg_cache, locks, cands = (base / n for n in ("cache", "fg-cache", "locks", "cands"))
+    cache, fg_cache = ((cache_dir or base) / n for n in ("cache", "fg-cache"))
+    locks, cands = base / "locks", base / "cands"
     for d in (cache, fg_cache, locks, cands):
-        d.mkdir()
+        d.mkdir(parents=True, exist_ok=True)
     jsonl = out_dir() / f"measurement-load-{tag}.jsonl"
     jsonl.unlink(missing_ok=True)
     # A lock directory of its own: a cut call of the other load cannot hold this one's GPU lock.
@@ -377,16 +381,21 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
         "window_s": window_s,
     }
 
+    nonce = f"{tag}-{time.time_ns()}"  # no verdict of an earlier run (cache_dir) is served
+
     def candidate(d: Path, k: int) -> Path:
         if k == 0:
             return d / "naive.py"
         c = cands / f"{d.name}-r{k}.py"  # one folder: one warm zygote serves a worker's calls
         c.write_text(
-            (d / "naive.py").read_text() + f"\n# load round {k}: a new candidate, the same kernel\n"
+            (d / "naive.py").read_text()
+            + f"\n# load {nonce} round {k}: a new candidate, the same kernel\n"
         )
         return c
 
-    first_round = 1 if warm_s > 0 else 0
+    # Round 0 (the naive starts themselves) is the warm-up's, in this run or, with cache_dir,
+    # an earlier one: the window gates new candidates, never a cached verdict.
+    first_round = 1 if warm_s > 0 or cache_dir is not None else 0
     todo = ((k, d) for k in range(first_round, 1000) for d in jobs)
     take = threading.Lock()
 
@@ -467,6 +476,7 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
         for t in threads:
             t.join(10)
         summary["reaped"] = _reap(base)
+        cache_gb = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 2**30
         shutil.rmtree(base, ignore_errors=True)
     recs = calls.records
     done = [r for r in recs if r["kind"] == "load" and not r["cut"]]
@@ -491,6 +501,10 @@ def load(src: str, workers: int, foreground: int, window_s: float, alone_s: floa
         "foreground": fg,
         "spread": _spread(fg, (summary.get("alone") or {}).get("rows") or {}),
         "gpu_lock": _lock_summary(lock_log),
+        # Whether a call found its reference cached (the refcache is bounded: KLINEAGE_REFCACHE_GB).
+        "references": {"cached": sum(1 for r in recs if "cases from the cache" in (r.get("load_message") or "")),
+                       "made": sum(1 for r in recs if "reference " in (r.get("load_message") or "")),
+                       "cache_gb": round(cache_gb, 1)},
     })  # fmt: skip
     log(
         f"{tag}: {len(done)} calls in {load_s:.0f} s = {summary['calls_per_min']:.1f}/min, "
@@ -531,6 +545,8 @@ def main() -> int:
         action="store_true",
         help="load: each worker's calls in one long-lived process with the warm zygote",
     )
+    ap.add_argument("--cache-dir", type=Path, default=None,
+                    help="load: the caches here, kept after the run (a later run finds the references)")  # fmt: skip
     a = ap.parse_args()
     tag = a.tag or ("new" if a.phase == "load" else "")
     # The shell's `timeout` sends SIGTERM: end like Ctrl-C, so the load writes what it has.
@@ -541,7 +557,16 @@ def main() -> int:
         data = distill_sweep([r for r in a.regimes.split(",") if r])
     else:
         data = load(
-            a.src, a.workers, a.foreground, a.window, a.alone, tag, a.device, a.warm, a.persistent
+            a.src,
+            a.workers,
+            a.foreground,
+            a.window,
+            a.alone,
+            tag,
+            a.device,
+            a.warm,
+            a.persistent,
+            a.cache_dir,
         )
     name = f"measurement-{a.phase}{('-' + tag) if tag else ''}.json"
     (out_dir() / name).write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
