@@ -397,3 +397,18 @@ def test_extract_turns_a_gpu_probe_into_simplest_context_effects(tmp_path: Path)
     assert any(
         c.predicate.startswith("needs more of the expert's kernel") for c in warps.conditions
     )
+
+
+def test_a_removal_that_timed_out_is_not_a_failure_it_avoids() -> None:
+    from klineage.skills.extract import says_needed
+    from klineage.store.rows import AttemptRow
+
+    def attempt(**kw: Any) -> AttemptRow:
+        base = dict(id=1, parent_id=0, step=1, pass_name="rows_per_program", site_key="k", site={},
+                    applied=True, accepted=False, reason="", failed_stage="correctness", message="",
+                    candidate=None, gate={"timed_out": False}, seconds=1.0)  # fmt: skip
+        return AttemptRow(**{**base, **kw})  # type: ignore[arg-type]
+
+    assert says_needed(attempt())  # rejected on its outputs: the form is needed
+    assert not says_needed(attempt(gate={"timed_out": True}))  # too slow to check, not wrong
+    assert not says_needed(attempt(accepted=True)) and not says_needed(attempt(applied=False))

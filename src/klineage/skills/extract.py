@@ -74,6 +74,13 @@ def _failure(a: AttemptRow, why: str) -> FailureAvoided:
     )
 
 
+def says_needed(a: AttemptRow) -> bool:
+    """A rejected removal is evidence that the optimization is needed, unless the gate ran out
+    of time: a removal too slow to check in one call's time (rows per program 1 on a CPU
+    regime, in the interpreter) says the simpler kernel is slow, not that it is wrong."""
+    return a.applied and not a.accepted and not (a.gate or {}).get("timed_out")
+
+
 def trusted(e: Effect) -> bool:
     """An effect retrieval may predict from: a gain beyond its spread, or no gain to be seen
     (within noise, under PAYS_OFF); never a launch-bound regime, old timing, or code that did
@@ -276,15 +283,12 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
                 f"removing {a.pass_name} broke the kernel here: the optimization's form is needed for correctness",
             )
             for a in attempts
-            if a.pass_name == step.pass_name and a.applied and not a.accepted
+            if a.pass_name == step.pass_name and says_needed(a)
         ]
         failures += [
             _failure(a, "a competing simplification at this step that the gate rejected")
             for a in attempts
-            if a.parent_id == parent.id
-            and a.applied
-            and not a.accepted
-            and a.pass_name != step.pass_name
+            if a.parent_id == parent.id and says_needed(a) and a.pass_name != step.pass_name
         ]
         name = Path(lin.expert_path).parent.name + "/" + Path(lin.expert_path).name
         intent = (
