@@ -7,6 +7,8 @@
 #   bash benchmarks/measurement_h200.sh gateprof-cases,corpus-new   # the cost of a cold call with
 #     bounded cases (GateConfig.large_case_bytes) against every trial on every regime, colsum naive
 #   bash benchmarks/measurement_h200.sh load                    # carry .whl and bench-out/today
+#   bash benchmarks/measurement_h200.sh zygote,load-persistent  # the zygote's three-call check first:
+#     where it does not accept all three, load-persistent runs the subprocess path instead
 # Cold calls take minutes on 16 cores under load (2026-12-01: none of either path finished in a
 # 165 s window): WARM_S runs round 0 (every start once, and the expert) before the window, so the
 # window measures warm calls; then each path takes its own device call:
