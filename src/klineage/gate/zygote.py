@@ -4,7 +4,7 @@ gate call on the H200, about 2 s of a CPU call here).
 
 On by default at the bubblewrap level; KLINEAGE_ZYGOTE=0 in the gate's parent starts a fresh
 sandboxed process per candidate instead (measured: a warm CPU call 3.4-4.2 s against 5.6-5.9 s,
-a warm H200 call 17-19 s against 32 s, docs/benchmarks.md). A Zygote is one sandbox
+on the H200 the candidate's import 0.1 s against 4.8 s, docs/benchmarks.md). A Zygote is one sandbox
 (gate/sandbox.py, the strongest level, as for a harness) running gate/zygote_server.py, whose
 module docstring says what keeps one candidate from the next. It exposes, read-only, the
 candidate's folder (the zygote is kept per folder: a walk's or an optimize run's candidates
