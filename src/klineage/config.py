@@ -112,13 +112,14 @@ class GateConfig(BaseModel):
 
     @classmethod
     def from_env(cls) -> GateConfig:
+        caches = os.environ.get("KLINEAGE_NO_CACHE", "") in ("", "0")
         return cls(
             trials=int(_env_float("KLINEAGE_TRIALS", 5)),
             timeout_s=_env_float("KLINEAGE_TIMEOUT", 120.0),
             copy_bytes_per_s=_env_float("KLINEAGE_COPY_BYTES_PER_S", H200_COPY_BYTES_PER_S),
             matmul_flops_per_s=_env_float("KLINEAGE_MATMUL_FLOPS_PER_S", H200_BF16_FLOPS_PER_S),
-            cache=os.environ.get("KLINEAGE_NO_CACHE", "") in ("", "0"),
-            reference_cache=os.environ.get("KLINEAGE_NO_CACHE", "") in ("", "0"),
+            cache=caches,
+            reference_cache=caches,
             time_basis="host" if os.environ.get("KLINEAGE_TIME") == "host" else "device",
             configs_per_call=int(_env_float("KLINEAGE_CONFIGS_PER_CALL", 16)),
         )

@@ -17,7 +17,6 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from klineage.gate.compare import (
     compare_outputs,
     tensors_equal,
 )
+from klineage.gate.gpulock import Hold
 from klineage.gate.protocol import (
     CallReply,
     GraphReply,
@@ -104,7 +104,12 @@ class Expected:
 
 class Checker:
     def __init__(
-        self, req: GateRequest, harness: Harness, expected: Expected, inputs: Path
+        self,
+        req: GateRequest,
+        harness: Harness,
+        expected: Expected,
+        inputs: Path,
+        hold: Hold = contextlib.nullcontext,
     ) -> None:
         self.req = req
         self.cfg = req.config
@@ -115,7 +120,7 @@ class Checker:
         self._budgeted = 1  # autotune configs the candidate's clock has time for
         # Held around each request to the harness (the GPU work), not around the comparisons
         # after it: on a GPU, the gate's lock taken shared (GpuLock.shared).
-        self.hold: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+        self.hold = hold
 
     def _time_for_configs(self) -> None:
         """An autotune table is a config space: every config is compiled and checked (and on a

@@ -11,13 +11,12 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from klineage.errors import MachineError
 from klineage.gate.checker import Checker, Expected, load_candidate
-from klineage.gate.gpulock import GpuLock, LockMode
+from klineage.gate.gpulock import GpuLock, Hold, LockMode
 from klineage.gate.protocol import RefManifest, RefRegime, RefRequest
 from klineage.gate.records import (
     Fault,
@@ -220,8 +219,8 @@ def drive(
     lock = GpuLock(clock, active=req.device == "cuda")
     harness = Harness(Path(req.candidate), req.device, workdir / "cand", inputs, clock, None)
     isolation = f"{harness.level}: {harness.description}"
-    checker = Checker(req, harness, Expected(private, manifest), harness.inputs)
-    checker.hold = lock.shared  # each GPU request, not the comparisons after it
+    # The lock shared for each GPU request, not for the comparisons after it.
+    checker = Checker(req, harness, Expected(private, manifest), harness.inputs, lock.shared)
     running = Stage.LOAD
     base_harness: Harness | None = None
     base, base_why_not = None, None
@@ -436,7 +435,7 @@ def _profile_and_replay(
     inputs: Path,
     base: Any,
     why_not: str | None,
-    timing: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    timing: Hold = contextlib.nullcontext,
 ) -> None:
     """Device kernels, timing (under `timing()`: the GPU lock exclusive), graph replay, late
     calls."""

@@ -29,12 +29,16 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from klineage.gate.session import Clock
+
+
+# A block of GPU work's hold on the lock (GpuLock.shared, a mode's `held`, or nullcontext).
+Hold = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
 class LockMode(enum.StrEnum):
@@ -55,7 +59,15 @@ def _log_hold(mode: LockMode, waited: float, held: float, what: str) -> None:
     which mode, how long, after how long a wait). Appends of one short line are atomic."""
     path = os.environ.get("KLINEAGE_GPU_LOCK_LOG")
     if path:
-        line = f'{{"t": {time.time():.3f}, "pid": {os.getpid()}, "mode": "{mode}", "wait_s": {waited:.4f}, "held_s": {held:.4f}, "what": {json.dumps(what)}}}\n'
+        hold = {
+            "t": round(time.time(), 3),
+            "pid": os.getpid(),
+            "mode": str(mode),
+            "wait_s": round(waited, 4),
+            "held_s": round(held, 4),
+            "what": what,
+        }
+        line = json.dumps(hold) + "\n"
         with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as f:
             f.write(line)
 

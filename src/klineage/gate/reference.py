@@ -31,8 +31,6 @@ import json
 import sys
 import time
 import traceback
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +48,7 @@ from klineage.gate.cases import (
 from klineage.gate.cases import (
     nbytes as case_nbytes,
 )
-from klineage.gate.gpulock import LockByProxy, LockMode
+from klineage.gate.gpulock import Hold, LockByProxy, LockMode
 from klineage.gate.protocol import RefCase, RefError, RefManifest, RefRegime, RefRequest
 from klineage.problem.loader import error_line_in
 
@@ -156,9 +154,6 @@ class _Float64:
             keep = w.dtype if w.dtype in (torch.float16, torch.bfloat16) else torch.float32
             out.append((g - w.to(g.device).double()).to(keep).cpu())
         return out
-
-
-Hold = Callable[[], AbstractContextManager[Any]]
 
 
 def build_regime(

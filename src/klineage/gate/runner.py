@@ -37,6 +37,7 @@ from klineage.gate.records import (
 )
 from klineage.gate.request import EventCallback, GateRequest, failed, passed
 from klineage.gate.static_guards import check_static
+from klineage.gate.threads import torch_threads
 from klineage.problem.loader import check_overrides, parse_source, read_source
 
 
@@ -208,8 +209,6 @@ def run_gate(
         if static_guards
         else "NOT RUN (static_guards=False, a test of the later layers)",
     )
-    from klineage.gate.threads import torch_threads
-
     workdir = _private_dir()
     try:
         with torch_threads(device):  # the parent's comparisons, beside other calls' on a GPU host
