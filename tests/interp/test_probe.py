@@ -42,10 +42,17 @@ def test_probes_add_each_step_back_to_the_simplest_kernel(
         probes = probe_mod.probe_lineage(
             store, lid, config=GateConfig(profile_compile=False, allow_suspicious=True)
         )
-    assert [p.step for p in probes] == [n.step for n in steps]
+    step_probes = [p for p in probes if not p.forward_only]
+    assert [p.step for p in step_probes] == [n.step for n in steps]
     last = max(steps, key=lambda n: n.step)
-    assert next(p for p in probes if p.step == last.step).message.startswith("the walk's last step")
-    added = [p for p in probes if p.step != last.step]
+    assert next(p for p in step_probes if p.step == last.step).message.startswith(
+        "the walk's last step"
+    )
+    # No forward-only pass (a tile for a transpose, a block scan, split K) fits a softmax: each
+    # is recorded at the simplest kernel's step, with its reason, and never gated.
+    forward = [p for p in probes if p.forward_only]
+    assert forward and all(p.step == last.step and not p.applied for p in forward)
+    added = [p for p in step_probes if p.step != last.step]
     # Each optimization the walk removed fits back onto the simplest kernel and stays correct.
     assert added and all(p.applied and p.accepted and p.candidate for p in added), [
         p.message for p in added
@@ -58,8 +65,8 @@ def test_probes_add_each_step_back_to_the_simplest_kernel(
     # Stored: a second run gates nothing and returns the same rows.
     n = len(calls)
     again = probe_mod.probe_lineage(store, lid)
-    assert len(calls) == n and [(p.step, p.accepted) for p in again] == [
-        (p.step, p.accepted) for p in probes
+    assert len(calls) == n and [(p.step, p.pass_name, p.accepted) for p in again] == [
+        (p.step, p.pass_name, p.accepted) for p in probes
     ]
     # The skills still extract (on the CPU nothing is timed: no probe effects, no new condition).
     skills = extract_skills(store, lid)

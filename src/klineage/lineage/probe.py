@@ -9,6 +9,15 @@ result is stored per step (table `probes`) and becomes the skill's effects in th
 context (skills/extract.py); retrieval takes it over the walk's effect for the same lineage and
 regime (skills/retrieve.py). The last step needs no probe: its child is the simplest kernel.
 
+A forward-only pass (rewrite.base.ForwardOnly: tiled_transpose, block_scan, split_k) has no
+backward rewrite, so no step removes it and no step probe adds it back; the transpose and
+cumsum experts use exactly these. Each is probed too, after the steps, with its default
+parameters, when it finds a place on the simplest kernel and none on the expert: the expert
+already has the optimization (its pass finds nothing left to add), which is what "learned from
+the expert" means for a pass the walk cannot remove. Where it does not apply the row says why.
+Its row is stored at the simplest kernel's step with `forward_only` set, and an accepted one
+becomes a skill of its own (skills/extract.py).
+
 Steps that add back the same code share one gate call through the gate's verdict cache. Probes
 of a lineage already stored are not repeated, so an interrupted run resumes.
 """
@@ -21,10 +30,39 @@ from pathlib import Path
 from klineage.config import GateConfig
 from klineage.errors import UsageError
 from klineage.gate import run_gate
+from klineage.gate.records import Overrides
 from klineage.lineage.llm_pass import NAME as LLM_PASS
 from klineage.lineage.walk import EventCallback, candidate_file
+from klineage.rewrite import all_passes
+from klineage.rewrite.base import ForwardOnly
 from klineage.store import Store
-from klineage.store.db import ProbeRow, StoreError
+from klineage.store.db import LineageRow, NodeRow, ProbeRow, StoreError
+
+
+def _gate(
+    row: ProbeRow,
+    lin: LineageRow,
+    source: str,
+    reason: str,
+    simplest: NodeRow,
+    overrides: Overrides,
+    config: GateConfig,
+) -> None:
+    """Gate `source` (the simplest kernel with one optimization added) into `row`: on a GPU
+    beside the simplest kernel, so the effect is their ratio, with the walk's sizes and regimes."""
+    g = run_gate(
+        Path(lin.problem_path),
+        candidate_file(source),
+        device=lin.device,
+        regimes=lin.regimes or None,
+        overrides=overrides,
+        config=config,
+        base=candidate_file(simplest.source) if lin.device == "cuda" else None,
+    )
+    row.applied, row.accepted, row.candidate = True, g.accepted, source
+    row.gate = g.model_dump(mode="json")
+    row.failed_stage = g.failed_stage.value if g.failed_stage else None
+    row.message = reason if g.accepted else g.message
 
 
 def probe_lineage(
@@ -34,8 +72,9 @@ def probe_lineage(
     config: GateConfig | None = None,
     on_event: EventCallback | None = None,
 ) -> list[ProbeRow]:
-    """Probe every accepted step of a finished lineage (stored ones are kept); returns all
-    probes of the lineage, in step order."""
+    """Probe every accepted step of a finished lineage, then every forward-only pass (stored
+    ones are kept); returns all probes of the lineage: the steps' in step order, then the
+    forward-only passes'."""
     from klineage.optimize.materialize import mechanical
 
     emit = on_event or (lambda kind, data: None)
@@ -50,11 +89,13 @@ def probe_lineage(
     nodes = store.nodes(lin.id)
     simplest = max(nodes, key=lambda n: n.step)
     attempts = {a.id: a for a in store.attempts(lin.id)}
-    done = {p.step for p in store.probes(lin.id)}
+    stored = store.probes(lin.id)
+    done = {p.step for p in stored if not p.forward_only}
     config = config or GateConfig(profile_compile=False, allow_suspicious=True)
     steps = [n for n in sorted(nodes, key=lambda n: n.step) if n.via_attempt is not None]
+    expert = min(nodes, key=lambda n: n.step)
     # The walk's --set sizes, as its expert's verdict recorded them.
-    overrides = dict(min(nodes, key=lambda n: n.step).gate.get("overrides") or {})
+    overrides: Overrides = dict(expert.gate.get("overrides") or {})
     for node in steps:
         if node.step in done:
             continue
@@ -85,19 +126,7 @@ def probe_lineage(
             if m.source is None:
                 row.message = f"did not apply to the simplest kernel: {m.reason}"
             else:
-                g = run_gate(
-                    Path(lin.problem_path),
-                    candidate_file(m.source),
-                    device=lin.device,
-                    regimes=lin.regimes or None,
-                    overrides=overrides,
-                    config=config,
-                    base=candidate_file(simplest.source) if lin.device == "cuda" else None,
-                )
-                row.applied, row.accepted, row.candidate = True, g.accepted, m.source
-                row.gate = g.model_dump(mode="json")
-                row.failed_stage = g.failed_stage.value if g.failed_stage else None
-                row.message = m.reason if g.accepted else g.message
+                _gate(row, lin, m.source, m.reason, simplest, overrides, config)
         row.seconds = time.perf_counter() - t0
         store.add_probe(row)
         emit(
@@ -108,6 +137,55 @@ def probe_lineage(
                 "accepted": row.accepted,
                 "applied": row.applied,
                 "message": row.message,
+            },
+        )
+    forward_done = {p.pass_name for p in stored if p.forward_only}
+    forward = [p for p in all_passes().values() if isinstance(p, ForwardOnly)]
+    for fp in forward:
+        if fp.NAME in forward_done:
+            continue
+        emit(
+            "probe",
+            {"step": simplest.step, "pass": fp.NAME, "total": len(forward), "forward_only": True},
+        )
+        t0 = time.perf_counter()
+        row = ProbeRow(
+            lin.id,
+            simplest.step,
+            fp.NAME,
+            simplest.id,
+            applied=False,
+            accepted=False,
+            failed_stage=None,
+            message="",
+            candidate=None,
+            gate=None,
+            seconds=0.0,
+            forward_only=True,
+        )
+        if not fp.forward_sites(simplest.source):
+            row.message = f"no place to add it to the simplest kernel ({fp.ANCHOR})"
+        elif fp.forward_sites(expert.source):
+            # The pass would add it to the expert too: the expert does not use it, so adding it
+            # is nothing this expert teaches.
+            row.message = "the expert lacks it too (its pass finds a place in the expert's kernel): not learned from the expert"
+        else:
+            m = mechanical(simplest.source, fp.NAME, {})  # the pass's defaults: no step has params
+            if m.source is None:
+                row.message = f"did not apply to the simplest kernel: {m.reason}"
+            else:
+                _gate(row, lin, m.source, m.reason, simplest, overrides, config)
+        row.seconds = time.perf_counter() - t0
+        store.add_probe(row)
+        emit(
+            "probed",
+            {
+                "step": simplest.step,
+                "pass": fp.NAME,
+                "accepted": row.accepted,
+                "applied": row.applied,
+                "message": row.message,
+                "forward_only": True,
             },
         )
     return store.probes(lin.id)

@@ -1,5 +1,5 @@
-"""A stored lineage, read back for display and JSON: the chain expert -> ... -> simplest, and
-every attempt with its verdict."""
+"""A stored lineage, read back for display and JSON: the chain expert -> ... -> simplest, every
+attempt with its verdict, and its forward probes (lineage/probe.py) with theirs."""
 
 from __future__ import annotations
 
@@ -36,6 +36,19 @@ class StepJSON(TypedDict):
     speedup: dict[str, float]
 
 
+class ProbeJSON(TypedDict):
+    """One forward probe: a step's optimization (or, forward_only, a pass no step removes)
+    added to the walk's simplest kernel; message says why it did not apply or was rejected."""
+
+    step: int
+    rewrite: str
+    forward_only: bool
+    applied: bool
+    accepted: bool
+    stage: str | None
+    message: str
+
+
 class LineageJSON(TypedDict):
     """A LineageView as JSON: the lineage's row, every attempt (steps) and the chosen chain."""
 
@@ -51,6 +64,7 @@ class LineageJSON(TypedDict):
     effects: str  # "measured" or "not measured (no GPU)"
     steps: list[StepJSON]
     path: list[StepJSON]
+    probes: list[ProbeJSON]
 
 
 @dataclass
@@ -96,6 +110,7 @@ class LineageView:
     steps: list[StepView]
     path: list[StepView]
     sources: list[str]
+    probes: list[ProbeJSON] = field(default_factory=list)
 
     def as_json(self) -> LineageJSON:
         lin = self.lineage
@@ -112,6 +127,7 @@ class LineageView:
             "effects": "measured" if measured else "not measured (no GPU)",
             "steps": [s.as_json() for s in self.steps],
             "path": [s.as_json() for s in self.path],
+            "probes": self.probes,
         }
 
 
@@ -150,4 +166,16 @@ def load_view(store: Store, lid: str) -> LineageView:
             )
         )
     path = [s for s in steps if s.chosen]
-    return LineageView(lin, steps, path, [n.source for n in nodes])
+    probes = [
+        ProbeJSON(
+            step=p.step,
+            rewrite=p.pass_name,
+            forward_only=p.forward_only,
+            applied=p.applied,
+            accepted=p.accepted,
+            stage=p.failed_stage,
+            message=p.message,
+        )
+        for p in store.probes(lin.id)
+    ]
+    return LineageView(lin, steps, path, [n.source for n in nodes], probes)

@@ -4,6 +4,10 @@ A step removed one optimization (parent -> child). Reversed, it adds it: before 
 source, after = the parent's. Effects come from the two gate results (child time / parent time
 per regime, when a GPU measured them); failures avoided are the gate's rejections of removing
 the same optimization elsewhere in the lineage, and the rejections competing at that step.
+
+A forward-only pass has no step to reverse: an accepted forward-only probe (lineage/probe.py,
+the pass added to the walk's simplest kernel where the expert has it) is its skill, before = the
+simplest kernel, after = the probe's candidate, its effects the probe's.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from klineage.gate.records import GateJSON, Status, regime_outcomes
 from klineage.metrics import PAYS_OFF, Speedup, inverse, speedups
-from klineage.rewrite import all_passes
+from klineage.rewrite import RewritePass, all_passes
 from klineage.skills.conditions import learn_threshold, regime_features
 from klineage.skills.model import (
     Condition,
@@ -27,7 +31,7 @@ from klineage.skills.model import (
     Skill,
 )
 from klineage.store import Store
-from klineage.store.db import AttemptRow, StoreError
+from klineage.store.db import AttemptRow, LineageRow, NodeRow, ProbeRow, StoreError
 
 # Hardware a pass's rewrite needs, beyond what its sites show in the code.
 HARDWARE_CONDITIONS = {
@@ -156,12 +160,46 @@ def _probe_effects(
     ]
 
 
-def skill_id(pass_name: str, lineage_id: str, step: int) -> str:
-    return hashlib.sha256(f"{pass_name}/{lineage_id}/{step}".encode()).hexdigest()[:12]
+def skill_id(pass_name: str, lineage_id: str, step: int, *, forward_only: bool = False) -> str:
+    # A forward-only skill sits at the simplest kernel's step, beside that step's own skill.
+    key = f"{pass_name}/{lineage_id}/{'forward/' if forward_only else ''}{step}"
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def _speed_conditions(
+    effects: list[Effect], lin: LineageRow, step: int, prefix: str, evidence: str
+) -> list[Condition]:
+    """The learned threshold (when one separates the regimes) and the "pays off" predicate of
+    measured effects; `prefix` says where they were measured, `evidence` how."""
+    measured = [e for e in effects if e.measured and e.speedup is not None]
+    # Thresholds and "pays off" come only from effects that are evidence (klineage/metrics.py):
+    # launch-bound regimes and gains within the measured spread never count as paying.
+    speeds = {
+        e.regime: e.speedup for e in measured if pays(e) is not None and e.speedup is not None
+    }
+    learned = (
+        learn_threshold(
+            speeds,
+            regime_features(lin.problem_path),
+            lin.problem_path,
+            f"lineage {lin.id} step {step}",
+        )
+        if len(speeds) > 1
+        else None
+    )
+    out = [learned] if learned is not None else []
+    if measured:
+        out.append(
+            Condition(
+                kind="measured", predicate=_pays_predicate(measured, prefix), evidence=evidence
+            )
+        )
+    return out
 
 
 def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
-    """One Skill per accepted step of a stored lineage, in step order."""
+    """One Skill per accepted step of a stored lineage, in step order, then one per accepted
+    forward-only probe."""
     lin = store.get_lineage(lineage_id)
     if lin is None:
         raise StoreError(f"no lineage {lineage_id!r} in {store.path}")
@@ -171,7 +209,8 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
     env = lin.environment or {}
     versions = {k: str(env[k]) for k in ("torch", "triton", "klineage", "python") if env.get(k)}
     skills: list[Skill] = []
-    probes = {p.step: p for p in store.probes(lin.id)}
+    all_probes = store.probes(lin.id)
+    probes = {p.step: p for p in all_probes if not p.forward_only}
     for child in sorted(nodes.values(), key=lambda n: n.step):
         if child.parent_id is None or child.via_attempt is None:
             continue
@@ -232,34 +271,13 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
             if probe is not None and probe.accepted and probe.gate is not None and base is not None
             else []
         )
-        measured_effects = [e for e in effects if e.measured and e.speedup is not None]
-        # Thresholds and "pays off" come only from effects that are evidence (klineage/metrics.py):
-        # launch-bound regimes and gains within the measured spread never count as paying.
-        speeds = {
-            e.regime: e.speedup
-            for e in measured_effects
-            if pays(e) is not None and e.speedup is not None
-        }
-        learned = (
-            learn_threshold(
-                speeds,
-                regime_features(lin.problem_path),
-                lin.problem_path,
-                f"lineage {lin.id} step {child.step}",
-            )
-            if len(speeds) > 1
-            else None
+        conditions += _speed_conditions(
+            effects,
+            lin,
+            child.step,
+            "",
+            f"{gpu} ({arch}), child/parent time side by side, lineage {lin.id} step {child.step}",
         )
-        if learned is not None:
-            conditions.append(learned)
-        if measured_effects:
-            conditions.append(
-                Condition(
-                    kind="measured",
-                    predicate=_pays_predicate(measured_effects, ""),
-                    evidence=f"{gpu} ({arch}), child/parent time side by side, lineage {lin.id} step {child.step}",
-                )
-            )
         if probed:
             conditions.append(
                 Condition(
@@ -334,4 +352,96 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
                 ],
             )
         )
+    for probe in all_probes:
+        simplest = nodes.get(probe.base_node)
+        if probe.forward_only and probe.accepted and probe.candidate and simplest is not None:
+            skills.append(_forward_only_skill(lin, probe, simplest, passes.get(probe.pass_name)))
     return skills
+
+
+def _forward_only_skill(
+    lin: LineageRow, probe: ProbeRow, simplest: NodeRow, p: RewritePass | None
+) -> Skill:
+    """The skill of an accepted forward-only probe: the pass added to the walk's simplest
+    kernel (its site there, with that site's params), where the expert already has it."""
+    env = lin.environment or {}
+    gpu, arch = env.get("gpu_name"), env.get("compute_capability")
+    versions = {k: str(env[k]) for k in ("torch", "triton", "klineage", "python") if env.get(k)}
+    sites = p.forward_sites(simplest.source) if p else []
+    site = sites[0] if sites else None
+    where = f"{site.function or '<module>'}:{site.line}" if site else "?"
+    described = site.description if site else ""
+    expert = Path(lin.expert_path).parent.name + "/" + Path(lin.expert_path).name
+    at = f"lineage {lin.id} step {probe.step}"
+    dtypes = _regime_dtypes(probe.gate)
+    held = list(dtypes)
+    conditions = [
+        Condition(
+            kind="static",
+            predicate=f"code has: {p.ANCHOR if p else probe.pass_name}",
+            evidence=f"site {where} in the walk's simplest kernel of {expert}: {described}; "
+            "none in the expert, which has the optimization",
+        ),
+        Condition(
+            kind="measured",
+            predicate=f"correct with it on: {', '.join(held) or 'none'}",
+            evidence=f"forward probe ({lin.device}), {at}",
+        ),
+    ]
+    # Launch sites name the kernel they rewrite; the site's function is its launcher.
+    function = str(site.params.get("kernel") or site.function) if site else ""
+    probed = _probe_effects(probe.gate or {}, simplest.gate, function, env, lin.id, probe.step)
+    timed = {e.regime for e in probed}
+    # Regimes it was correct on but not timed (every regime on a CPU), as a step's are.
+    probed += [
+        _effect(
+            None,
+            r,
+            gpu=gpu,
+            arch=arch,
+            dtype=dtypes.get(r),
+            environment=env or None,
+            lineage_id=lin.id,
+            step=probe.step,
+            context="simplest",
+        )
+        for r in held
+        if r not in timed
+    ]
+    conditions += _speed_conditions(
+        probed,
+        lin,
+        probe.step,
+        "added to the walk's simplest kernel, ",
+        f"{gpu} ({arch}), forward probe, {at}",
+    )
+    candidate = probe.candidate or ""
+    return Skill(
+        id=skill_id(probe.pass_name, lin.id, probe.step, forward_only=True),
+        name=probe.pass_name,
+        intent=(p.DESCRIPTION if p else probe.pass_name)
+        + f" (as at {where}: {described}; learned by adding it to the walk's simplest kernel,"
+        f" since {probe.pass_name} has no backward form and no step of the walk removes it;"
+        f" the expert {expert} has it)",
+        category=p.CATEGORY if p else "unknown",
+        anchor=p.ANCHOR if p else "",
+        rewrite=Rewrite(pass_name=probe.pass_name, params=dict(site.params) if site else {}),
+        exemplar=Exemplar(
+            before=simplest.source,
+            after=candidate,
+            diff=_diff(simplest.source, candidate, expert),
+        ),
+        conditions=conditions,
+        effects=probed,
+        provenance=[
+            Provenance(
+                source_kernel=lin.expert_path,
+                problem=lin.problem_path,
+                lineage_id=lin.id,
+                step=probe.step,
+                device=lin.device,
+                tool_versions=versions,
+                date=lin.updated,
+            )
+        ],
+    )

@@ -251,7 +251,7 @@ class Store(RunTables):
         with self.tx() as c:
             c.execute(
                 "INSERT OR REPLACE INTO probes (lineage_id, step, pass_name, base_node, applied, accepted, failed_stage, message, candidate,"
-                " gate, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " gate, seconds, created, forward_only) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     p.lineage_id,
                     p.step,
@@ -265,11 +265,16 @@ class Store(RunTables):
                     json.dumps(p.gate) if p.gate is not None else None,
                     p.seconds,
                     now(),
+                    int(p.forward_only),
                 ),
             )
 
     def probes(self, lid: str) -> list[ProbeRow]:
-        rows = self.conn.execute("SELECT * FROM probes WHERE lineage_id = ? ORDER BY step", (lid,))
+        """Every probe of a lineage: the steps' in step order, then the forward-only passes'."""
+        rows = self.conn.execute(
+            "SELECT * FROM probes WHERE lineage_id = ? ORDER BY forward_only, step, pass_name",
+            (lid,),
+        )
         return [
             ProbeRow(
                 r["lineage_id"],
@@ -283,6 +288,7 @@ class Store(RunTables):
                 r["candidate"],
                 json.loads(r["gate"]) if r["gate"] else None,
                 r["seconds"],
+                bool(r["forward_only"]),
             )
             for r in rows
         ]

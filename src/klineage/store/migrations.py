@@ -133,4 +133,33 @@ MIGRATIONS: list[str] = [
         UNIQUE (lineage_id, step)
     );
     """,
+    # 5: forward-only probes: a forward-only pass (no backward rewrite, so no step removes it)
+    #    added to the walk's simplest kernel, stored at the simplest kernel's step beside that
+    #    step's own probe. SQLite cannot alter a UNIQUE constraint: the table is rebuilt, rows
+    #    and ids kept.
+    """
+    CREATE TABLE probes_new (
+        id INTEGER PRIMARY KEY,
+        lineage_id TEXT NOT NULL REFERENCES lineages(id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,          -- the step added back, or the simplest kernel's step
+        pass_name TEXT NOT NULL,
+        base_node INTEGER NOT NULL REFERENCES nodes(id),  -- the simplest kernel
+        applied INTEGER NOT NULL,
+        accepted INTEGER NOT NULL,
+        failed_stage TEXT,
+        message TEXT NOT NULL DEFAULT '',
+        candidate TEXT,
+        gate TEXT,                      -- JSON GateResult
+        seconds REAL NOT NULL DEFAULT 0,
+        created TEXT NOT NULL,
+        forward_only INTEGER NOT NULL DEFAULT 0,  -- 1: a forward-only pass, not a step's
+        UNIQUE (lineage_id, step, pass_name, forward_only)
+    );
+    INSERT INTO probes_new (id, lineage_id, step, pass_name, base_node, applied, accepted,
+        failed_stage, message, candidate, gate, seconds, created)
+    SELECT id, lineage_id, step, pass_name, base_node, applied, accepted, failed_stage, message,
+        candidate, gate, seconds, created FROM probes;
+    DROP TABLE probes;
+    ALTER TABLE probes_new RENAME TO probes;
+    """,
 ]

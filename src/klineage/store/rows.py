@@ -64,6 +64,9 @@ class ProbeRow:
     candidate: str | None
     gate: dict[str, Any] | None
     seconds: float
+    # A forward-only pass (no step removes it) added to the simplest kernel, stored at the
+    # simplest kernel's step; False: the step's own optimization added back.
+    forward_only: bool = False
 
 
 @dataclass

@@ -1,0 +1,70 @@
+"""Forward-only passes probed on the CPU: the transpose and cumsum experts' tile and block scan,
+added to a naive kernel standing as the walk's simplest, gated at every CPU regime, become
+skills that retrieval picks for a naive kernel (held out, for the transpose).
+
+The lineages are made by hand (expert -> naive in one step): the experts' real CPU walks end on
+kernels these passes find no place in (the transpose walk's simplest is a [1, 32] tile through
+tl.trans, the cumsum walk's a [1, BLOCK_N] tile scanned along axis 1), and take minutes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from klineage.config import env_scope
+from klineage.lineage.probe import probe_lineage
+from klineage.skills.extract import extract_skills
+from klineage.skills.retrieve import retrieve
+from klineage.store import open_store
+from tests.conftest import KERNELS, ROOT
+
+pytestmark = pytest.mark.interpreter
+
+HELDOUT = ROOT / "src" / "klineage" / "heldout"
+
+
+@pytest.mark.parametrize(
+    ("workload", "learned", "target", "regimes"),
+    [
+        ("transpose", "tiled_transpose", HELDOUT / "batched_transpose_last2", "odd, tall, even"),
+        # No held-out naive kernel is a forward scan (reverse_cumsum_rows scans backward,
+        # which block_scan skips): the corpus naive is the target.
+        ("cumsum", "block_scan", KERNELS / "cumsum", "tiny, fp16_short, long_small, split_small"),
+    ],
+    ids=["transpose", "cumsum"],
+)
+def test_a_forward_only_pass_the_expert_has_is_probed_and_becomes_a_skill(
+    tmp_path: Path, workload: str, learned: str, target: Path, regimes: str
+) -> None:
+    d = KERNELS / workload
+    store = open_store(tmp_path / "k.db")
+    store.create_lineage(
+        "L1", str(d / "problem.py"), str(d / "expert.py"), "p", "e", "cpu", "first", []
+    )
+    expert = store.add_node("L1", 0, None, None, (d / "expert.py").read_text(), "s0", {})
+    site = {"function": "", "line": 1, "description": "by hand", "params": {}}
+    a1 = store.add_attempt(
+        "L1", expert, 1, "block_size", "k1", site, applied=True, accepted=True, reason="by hand"
+    )
+    store.add_node("L1", 1, expert, a1, (d / "naive.py").read_text(), "s1", {})
+    store.set_lineage_status("L1", "done", "by hand")
+    with env_scope(KLINEAGE_CACHE_DIR=str(tmp_path / "cache")):
+        rows = probe_lineage(store, "L1")  # the step probes' config: every CPU regime
+    forward = {p.pass_name: p for p in rows if p.forward_only}
+    assert forward[learned].applied and forward[learned].accepted, forward[learned].message
+    # The other forward-only passes find no place in the naive kernel: recorded, not gated.
+    others = [p for name, p in forward.items() if name != learned]
+    assert others and not any(p.applied or p.gate for p in others)
+    assert all(p.message.startswith("no place to add it") for p in others)
+
+    (skill,) = [s for s in extract_skills(store, "L1") if s.name == learned]
+    assert f"correct with it on: {regimes}" in [c.predicate for c in skill.conditions]
+    # Nothing is timed on a CPU: one unmeasured effect per regime it was correct on.
+    assert [e.regime for e in skill.effects] == regimes.split(", ")
+    assert not any(e.measured for e in skill.effects)
+
+    # Retrieved for a naive kernel of the same kind: applicable, gain unknown on a CPU,
+    # written mechanically.
+    (r,) = retrieve([skill], target / "problem.py", target / "naive.py", device="cpu")
+    assert r.selected and r.materializer == "mechanical" and r.pass_name == learned, r.reasons
