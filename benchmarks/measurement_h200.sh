@@ -7,6 +7,7 @@
 #   bash benchmarks/measurement_h200.sh gateprof-cases,corpus-new   # the cost of a cold call with
 #     bounded cases (GateConfig.large_case_bytes) against every trial on every regime, colsum naive
 #   bash benchmarks/measurement_h200.sh load                    # carry .whl and bench-out/today
+#   HELDOUT="reverse_cumsum_rows" bash benchmarks/measurement_h200.sh heldout-gate   # starts alone
 #   bash benchmarks/measurement_h200.sh zygote,load-persistent  # the zygote's three-call check first:
 #     where it does not accept all three, load-persistent runs the subprocess path instead
 # Cold calls take minutes on 16 cores under load (2026-12-01: none of either path finished in a
@@ -72,6 +73,12 @@ for p in ${1//,/ }; do
       K=src/klineage/kernels/colsum
       OUT="$OUT/prof-bounded" phase 200 python3 benchmarks/gate_profile.py $K/problem.py $K/naive.py --calls 2
       OUT="$OUT/prof-full" phase 160 python3 benchmarks/gate_profile.py $K/problem.py $K/naive.py --calls 1 --large-case-mib 1e9 ;;
+    heldout-gate)  # named held-out starts gated alone, one after another (HELDOUT="a b")
+      for h in ${HELDOUT:-reverse_cumsum_rows}; do
+        D=src/klineage/heldout/$h
+        phase ${HELDOUT_S:-150} python3 -m klineage gate $D/problem.py $D/naive.py --device cuda --json > "$OUT/gate-$h.json"
+        echo "gate $h: rc=$? $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['accepted'], d['message'][:300])" "$OUT/gate-$h.json" 2>&1)" >> "$LOG"
+      done ;;
     trust) phase 240 python3 -m pytest -q -p no:cacheprovider -n 3 tests/gpu/test_gate_trust_gpu.py ;;
     sweep) phase 300 python3 benchmarks/measurement_h200.py sweep ;;
     distill) phase 300 python3 benchmarks/measurement_h200.py distill --regimes n16,n64,n256,n1024,n4096,n16384 ;;

@@ -118,3 +118,20 @@ def test_the_same_kernel_dropping_one_term_fails_by_a_wide_margin(
     assert err > 50 * allowed, msg
     if problem == "row_cumsum":
         assert ", 16383): got" in msg  # the last prefix sum of a row, the one missing a term
+
+
+def test_a_reference_that_upcasts_itself_is_still_evaluated_in_float64() -> None:
+    """`torch.cumsum(x.float(), -1).to(x.dtype)`: the float64 evaluation keeps float64 through
+    the Model's own cast (gate/upcast.py), so the blocked scan is measured against float64 and
+    PyTorch's own error is not 0 (it read 0 when the cast took the evaluation to float32, and a
+    correct reverse cumsum was rejected on the H200); the kernel dropping a term still fails."""
+    r = gate("row_cumsum_upcasting", "row_cumsum_blocked")
+    assert r.accepted, r.message
+    correctness = r.stage(Stage.CORRECTNESS)
+    assert correctness is not None
+    (outcome,) = correctness.regimes
+    assert outcome.criterion == TORCH_ERROR, outcome.message
+    own = float(re.findall(r"within 16x of PyTorch's own float32 error against float64 \(max \S+ vs (\S+)\)", outcome.message)[0])  # fmt: skip
+    assert own > 1e-4, outcome.message
+    dropped = gate("row_cumsum_upcasting", "row_cumsum_drops_term")
+    assert not dropped.accepted and dropped.failed_stage is Stage.CORRECTNESS, dropped.message

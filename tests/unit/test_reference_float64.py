@@ -58,13 +58,36 @@ def test_a_model_that_cannot_run_in_float64_is_recorded_not_failed(tmp_path: Pat
                for c in cases)  # fmt: skip
 
 
-def test_a_model_that_returns_float32_in_float64_has_no_float64_evaluation(tmp_path: Path) -> None:
+def test_a_models_own_casts_to_float32_stay_float64(tmp_path: Path) -> None:
+    """`x.float()` and `.to(torch.float32)` in the Model keep the evaluation in float64
+    (gate/upcast.py): the deltas are float64's, not 0."""
     problem = tmp_path / "casts.py"
     problem.write_text(
         "import torch\nimport torch.nn as nn\n\n\n"
         "class Model(nn.Module):\n"
         "    def forward(self, x):\n"
-        "        return (x * 2).to(torch.float32), torch.argmax(x, dim=-1)\n\n\n"
+        "        return torch.cumsum(x.float(), -1).to(torch.float32), torch.argmax(x, dim=-1)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 20000)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    manifest, out = _run(tmp_path, problem)
+    case = manifest.regimes[0].cases[0]
+    assert case.float64 and not case.float64_missing
+    (want, _), (x,) = (torch.load(out / f, weights_only=True)[k] for f, k in
+                       ((case.expected, "outputs"), (case.inputs, "inputs")))  # fmt: skip
+    delta = torch.load(out / case.float64, weights_only=True)["deltas"][0]
+    assert float(delta.abs().max()) > 1e-5  # float32's scan of 20000 terms is not float64's
+    exact = want.double() + delta.double()
+    assert torch.allclose(exact, x.double().cumsum(-1), rtol=0, atol=1e-9)
+
+
+def test_a_model_that_returns_float32_in_float64_has_no_float64_evaluation(tmp_path: Path) -> None:
+    problem = tmp_path / "numpy.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.from_numpy((x * 2).numpy().astype('float32'))\n\n\n"
         "def get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
         "def get_init_inputs():\n    return []\n"
     )

@@ -15,7 +15,7 @@ only where the reference stays finite on them.
 
 Where a case's outputs are float32, float16 or bfloat16, the reference is evaluated once more in
 float64 (a deep copy of the Model with its floating parameters and buffers in float64, the
-floating inputs upcast), and kept beside the expected outputs if it runs and gives finite outputs
+floating inputs upcast, its own casts to lower floating dtypes undone: gate/upcast.py), and kept beside the expected outputs if it runs and gives finite outputs
 of the same structure: PyTorch's own result in the output's dtype is one summation order among
 many, not the truth, and the comparison (gate/compare.py) measures a candidate against both.
 Where it cannot run (an op without float64, a dtype written into the Model), the case records
@@ -103,6 +103,8 @@ class _Float64:
     def outputs(self, inputs: list[Any], want: list[Any]) -> tuple[list[Any] | None, str | None]:
         import torch
 
+        from klineage.gate.upcast import Float64Casts
+
         low = [isinstance(w, torch.Tensor) and _dtype_name(w.dtype) in _LOW_DTYPES for w in want]
         if not any(low):
             return None, None  # nothing in float32/float16/bfloat16: nothing to evaluate
@@ -117,7 +119,7 @@ class _Float64:
                 else v
                 for v in inputs
             ]
-            with torch.no_grad(), self.problem.regime_globals(self.regime):
+            with torch.no_grad(), Float64Casts(), self.problem.regime_globals(self.regime):
                 got = _outputs(self.copy(*up))
             deltas = self._deltas(got, want, low)
         except Exception as e:  # a fact about the reference, not a fault of the problem
