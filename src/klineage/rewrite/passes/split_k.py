@@ -3,37 +3,48 @@
 A GEMV or a small-output, long-K matmul written one output (or one block of outputs) per
 program walks all of K in one program: M * N = 256 programs for the 132 SMs of an H200 at
 M = N = 16, each making K / STEP dependent steps (issue 16). Splitting K gives every output
-SPLIT programs, each reducing K / SPLIT.
+SPLIT programs, each reducing K / SPLIT. A tall, narrow column reduction (sum, mean, maximum)
+is the same shape with the rows as K: after column_tiling its few column tiles each walk all
+rows (the column max's 524288 x 384 ran 6x slower than the naive kernel on the H200,
+docs/benchmarks.md), and split_k then gives it the colsum expert's structure.
 
-Forward, on a kernel whose program reduces `for k in range(0, K, STEP)` into one fp32
-accumulator and stores (a linear function of) it once after the loop: the grid `(n,)` becomes
+Forward, on a kernel whose program reduces `for k in range(0, K, STEP)`, or its while form
+`k = 0` ... `while k < K:` ... `k += STEP`, into one fp32 accumulator, a sum or a running
+maximum or minimum (split_k_reduction.py), and stores it once after the loop (for a sum, a
+linear function of it; for a maximum, itself or its tl.max): the grid `(n,)` becomes
 `(n, SPLIT)`; program (i, s) runs the loop over its chunk only,
 `range(k_lo, tl.minimum(k_lo + k_chunk, K), STEP)` with `k_chunk = cdiv(cdiv(K, SPLIT), STEP) *
-STEP` and `k_lo = s * k_chunk`, and stores its partial, without the value's outer cast, at the
-same offset in row s of an fp32 workspace: the output pointer parameter is moved there
-(`c_ptr += s * n_out`) and the launcher passes `torch.empty((SPLIT, C.numel()), fp32)` for it.
-A second kernel (`_split_k_sum`, added to the file and launched after) sums the SPLIT rows
-element by element in fp32 and stores the sum cast to C's dtype: deterministic, where
-tl.atomic_add would not be, and Triton, because the gate forbids PyTorch compute in forward.
+STEP` and `k_lo = s * k_chunk` (a while loop keeps its form: `k = k_lo`,
+`while k < tl.minimum(k_lo + k_chunk, K)`), and stores its partial, without the value's outer
+cast, at the same offset in row s of an fp32 workspace: the output pointer parameter is moved
+there (`c_ptr += s * n_out`) and the launcher passes `torch.empty((SPLIT, C.numel()), fp32)` for
+it. A second kernel, added to the file and launched after, combines the SPLIT rows element by
+element in fp32 and stores the result cast to C's dtype: `_split_k_sum` adds them in order,
+`_split_k_max` (`_split_k_min`) takes their maximum (minimum) from -inf (+inf); deterministic,
+where atomics would not be, and Triton, because the gate forbids PyTorch compute in forward.
 SPLIT is params["split"] (an int, or a launcher expression), else
 `max(1, min(64, cdiv(4 * 132, n), cdiv(K, STEP)))`: enough programs for about 4x the H200's SMs
 (params["programs"]), at most 64 chunks (params["max_split"]), at least one step each.
 
 Why it is sound: a chunk is a multiple of STEP, so the chunks' loop values are the original
 loop's values, each in exactly one chunk, and the masks are kept; the accumulator starts from
-zero and is only added to, so the sum of the chunks' accumulators is the accumulator (up to
-fp32 order, which the gate's float64-based comparison allows for long reductions), and the
-stored value is linear in it, so the partials add up to the stored value. Each program stores
-its partial at every offset the original stored at, in its own row; the output is allocated
-uninitialised and dense (offsets [0, numel)) and written by this launch alone, so the sum
-kernel's overwriting all of it leaves nothing the original had written different. What is not
-proven is skipped with its reason (split_k_analysis.py, split_k_store.py): a loop that carries
-anything but the accumulator (an advanced pointer, a running max), an accumulator read inside
-the loop or started from anything but an fp32 zero, a store inside the loop or of a non-linear
-value (a bias added, an activation), loop bounds other than range(0, K, STEP), an output
-not allocated by torch.empty for this launch alone (zeroed, written before, passed to another
-launch), a grid that is not a literal 1-tuple, branches, nested loops, atomics, jit helpers,
-autotuning.
+the identity of its reduction (zero, -inf, +inf) and is only combined with values free of it,
+so the chunks' accumulators combined are the accumulator (a sum up to fp32 order, which the
+gate's float64-based comparison allows for long reductions; a maximum exactly), an empty
+chunk's being the identity; the stored value commutes with the combine (a sum's is linear in
+the accumulator; a maximum's is itself, reshaped or reduced by tl.max, never scaled or
+shifted), so the partials combine into the stored value. Each program stores its partial at
+every offset the original stored at, in its own row; the output is allocated uninitialised and
+dense (offsets [0, numel)) and written by this launch alone, so the combine kernel's
+overwriting all of it leaves nothing the original had written different. What is not proven is
+skipped with its reason (split_k_analysis.py, split_k_store.py): a loop that carries anything
+but the accumulator (an advanced pointer, a second accumulator), an accumulator read inside the
+loop, updated by two reductions or started from anything but its reduction's fp32 identity, a
+store inside the loop or of a value that does not commute with the combine (a bias added, an
+activation, a scaled maximum), loop bounds other than range(0, K, STEP) or its while form, an
+output not allocated by torch.empty for this launch alone (zeroed, written before, passed to
+another launch), a grid that is not a literal 1-tuple, branches, nested loops, atomics, jit
+helpers, autotuning.
 
 Forward only: no backward direction (the corpus' experts do not split K in this two-kernel
 shape, and undoing one would have to find its combine kernel).
@@ -56,6 +67,7 @@ from klineage.rewrite.passes.rows_per_program import (
     undefined_skip,
 )
 from klineage.rewrite.passes.split_k_analysis import Analysis, analyse
+from klineage.rewrite.passes.split_k_reduction import Reduction
 from klineage.rewrite.registry import register
 
 SMS = 132  # an H200's SMs
@@ -66,7 +78,7 @@ SMS = 132  # an H200's SMs
 # 8 x 64 x 512K fp32 (512 programs) 2222 us, 2608 us at SPLIT 2, which the gate's timing sees.
 WAVES = 4
 MAX_SPLIT = 64
-SUM_BLOCK = 1024  # outputs a program of the sum kernel; it reads SPLIT fp32 rows of them
+SUM_BLOCK = 1024  # outputs a program of the combine kernel; it reads SPLIT fp32 rows of them
 
 SUM_KERNEL = '''
 @{tr}.jit
@@ -83,21 +95,70 @@ def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: {tl}.constexpr):
     {tl}.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=ok)
 '''
 
+# The combine of a running maximum or minimum (split_k_reduction.py): the partials' extremum
+# from the start's infinity, so an empty chunk's partial (the start) changes nothing. NaN
+# propagates (PropagateNan.ALL): a chunk's maxnum-updated accumulator is never NaN, so a NaN
+# there is a partial no program wrote, which the gate's NaN-poisoned allocations then show.
+EXTREMUM_KERNEL = '''
+@{tr}.jit
+def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: {tl}.constexpr):
+    """out[i] = the {word} over s of parts[s, i] in fp32, cast to out's dtype (split_k's second
+    kernel: the SPLIT partials of each output, an empty chunk's {shown} changing nothing)."""
+    offs = {tl}.program_id(0).to({tl}.int64) * BLOCK + {tl}.arange(0, BLOCK)
+    ok = offs < n_out
+    parts = parts_ptr + offs
+    best = {tl}.full((BLOCK,), float("{inf}"), {tl}.float32)
+    for _ in range(0, n_split):
+        part = {tl}.load(parts, mask=ok, other=float("{inf}"))
+        best = {tl}.{op}(best, part, propagate_nan={tl}.PropagateNan.ALL)
+        parts += n_out
+    {tl}.store(out_ptr + offs, best.to(out_ptr.dtype.element_ty), mask=ok)
+'''
+
+# Per reduction: the combine kernel's name, what it does (comments, the result's message), and
+# its source's fields.
+COMBINE: dict[Reduction, tuple[str, str, dict[str, str]]] = {
+    "sum": ("_split_k_sum", "adds up", {}),
+    "max": (
+        "_split_k_max",
+        "takes the maximum of",
+        {"word": "maximum", "inf": "-inf", "shown": "-inf", "op": "maximum"},
+    ),
+    "min": (
+        "_split_k_min",
+        "takes the minimum of",
+        {"word": "minimum", "inf": "inf", "shown": "+inf", "op": "minimum"},
+    ),
+}
+
 
 def _kernel(a: Analysis, kdef: cst.FunctionDef, tl: str) -> tuple[cst.FunctionDef, str]:
     """The kernel reducing its program's K chunk into its row of the partials, and the name
     of its new parameter, the partials' row length."""
     used = set(names_in(kdef)) | {p.name.value for p in kdef.params.params}
     n = {k: tile_rewrite.fresh(k, used) for k in ("split", "k_chunk", "k_lo", "n_out")}
-    store, cast = a.store, a.cast
+    store, cast, start = a.store, a.cast, a.start
     assert a.loop is not None and store is not None
-    header = a.loop.iter
+    header = a.loop.iter if isinstance(a.loop, cst.For) else a.loop.test
+    lo = cst.Name(n["k_lo"])
+    hi = cst.parse_expression(f"{tl}.minimum({n['k_lo']} + {n['k_chunk']}, {a.k})")
 
     class Body(cst.CSTTransformer):
+        def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+            # a while loop's `v = 0` starts at its chunk's start
+            return updated.with_changes(value=lo) if original is start else updated
+
+        def leave_Comparison(
+            self, original: cst.Comparison, updated: cst.Comparison
+        ) -> cst.Comparison:
+            if original is not header:
+                return updated
+            # `while v < K` stops at its chunk's end
+            (last,) = updated.comparisons
+            return updated.with_changes(comparisons=[last.with_changes(comparator=hi)])
+
         def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
             if original is header:
-                lo = cst.parse_expression(n["k_lo"])
-                hi = cst.parse_expression(f"{tl}.minimum({n['k_lo']} + {n['k_chunk']}, {a.k})")
                 args = list(updated.args)
                 args[0], args[1] = args[0].with_changes(value=lo), args[1].with_changes(value=hi)
                 return updated.with_changes(args=args)
@@ -121,7 +182,7 @@ def _kernel(a: Analysis, kdef: cst.FunctionDef, tl: str) -> tuple[cst.FunctionDe
     prologue = [cst.parse_statement(x) for x in lines]
     comment = (
         f"split_k: program (i, s) reduces chunk s of {a.k} (a multiple of {a.step}) into row s "
-        f"of the fp32 partials at {a.out_param}, which a second kernel adds up"
+        f"of the fp32 partials at {a.out_param}, which a second kernel {COMBINE[a.reduce][1]}"
     )
     prologue[0] = prologue[0].with_changes(leading_lines=_comments(comment))
     body = tile_rewrite.after_docstring(body, prologue)
@@ -153,7 +214,8 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
     tr = _triton_alias(ctx.module)
     assert tr is not None and a.statement is not None
     used = set(names_in(ctx.module))
-    sum_name = tile_rewrite.fresh("_split_k_sum", used)
+    base, does, fields = COMBINE[a.reduce]
+    combine_name = tile_rewrite.fresh(base, used)
     launcher = set(names_in(la.func)) | set(assignments(ctx.module))
     split = tile_rewrite.fresh("SPLIT", launcher)
     parts = tile_rewrite.fresh(f"{a.out}_parts", launcher)
@@ -163,17 +225,21 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
         if bad is not None:
             return bad
     total = f"{a.out}.numel()"
+    combines = (
+        f"adds the {split} partials in order"
+        if a.reduce == "sum"
+        else f"{does} the {split} partials"
+    )
     comment = (
         f"split_k: {split} programs per output, each reducing a chunk of {a.k_arg} in fp32 into "
-        f"{parts}[s]; {sum_name} adds the {split} partials in order and casts to {a.out}'s "
-        f"dtype. {why}"
+        f"{parts}[s]; {combine_name} {combines} and casts to {a.out}'s dtype. {why}"
     )
     first = cst.parse_statement(f"{split} = {value}").with_changes(leading_lines=_comments(comment))
     workspace = cst.parse_statement(
         f"{parts} = {a.torch}.empty(({split}, {total}), device={a.out}.device, dtype={a.torch}.float32)"
     )
     after = cst.parse_statement(
-        f"{sum_name}[({tr}.cdiv({total}, {SUM_BLOCK}),)]({parts}, {a.out}, {total}, {split}, BLOCK={SUM_BLOCK})"
+        f"{combine_name}[({tr}.cdiv({total}, {SUM_BLOCK}),)]({parts}, {a.out}, {total}, {split}, BLOCK={SUM_BLOCK})"
     )
     call = la.call
     new_kdef, n_out = _kernel(a, kdef, tl)
@@ -185,14 +251,17 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
         ),
         [tile_rewrite._kw(n_out, total)],
     )
-    sum_def = cst.parse_module(SUM_KERNEL.format(tr=tr, tl=tl, name=sum_name)).body[0]
-    sum_def = sum_def.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    template = SUM_KERNEL if a.reduce == "sum" else EXTREMUM_KERNEL
+    combine_def = cst.parse_module(template.format(tr=tr, tl=tl, name=combine_name, **fields)).body[
+        0
+    ]
+    combine_def = combine_def.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
     edit = tile_rewrite.Relaunch(  # the launch's statement is a.statement, the call alone
         call,
         lambda _: new_call,
         lambda st: cst.FlattenSentinel([first, workspace, st, after]),
         kdef,
-        cst.FlattenSentinel([new_kdef, sum_def]),
+        cst.FlattenSentinel([new_kdef, combine_def]),
     )
     return ctx.module.visit(edit).code
 
@@ -201,13 +270,14 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
 class SplitK(ForwardOnly):
     NAME = "split_k"
     DESCRIPTION = (
-        "Split a long serial K loop (GEMV, small-output long-K matmul: too few programs to fill "
-        "the GPU) over SPLIT programs per output: grid (n, SPLIT), each program reduces its K "
-        "chunk (a multiple of the step) into an fp32 partials row, and a second Triton kernel "
-        "sums the SPLIT partials per output and casts to the output dtype (deterministic)."
+        "Split a long serial K loop (GEMV, small-output long-K matmul, tall column sum or max: "
+        "too few programs to fill the GPU) over SPLIT programs per output: grid (n, SPLIT), each "
+        "program reduces its K chunk (a multiple of the step) into an fp32 partials row, and a "
+        "second Triton kernel sums (or takes the maximum or minimum of) the SPLIT partials per "
+        "output and casts to the output dtype (deterministic)."
     )
     CATEGORY = "parallelism"
-    ANCHOR = "one top-level `for k in range(0, K, STEP)` loop carrying one fp32 accumulator, stored once after the loop, launched over a literal grid (n,)"
+    ANCHOR = "one top-level `for k in range(0, K, STEP)` loop (or `while k < K` stepped by `k += STEP`) carrying one fp32 accumulator (a sum, a running max or min), stored once after the loop, launched over a literal grid (n,)"
 
     def forward_sites(self, source: str) -> list[Site]:
         return self.launch_sites(
@@ -255,7 +325,11 @@ class SplitK(ForwardOnly):
             return RewriteResult(
                 True,
                 f"{a.kernel}: K split over SPLIT programs per output (grid ({a.programs}, SPLIT)), "
-                "fp32 partials summed by a second kernel",
+                + (
+                    "fp32 partials summed by a second kernel"
+                    if a.reduce == "sum"
+                    else f"a second kernel {COMBINE[a.reduce][1]} the fp32 partials"
+                ),
                 out,
                 site,
             )

@@ -5,16 +5,28 @@ launch checks (`Launched`, `analyse_launches`, `launch_problem`).
 
 What makes a site, read from the structure and never from names:
 - a literal 1-D grid `(n,)`, a kernel that reads no program axis but 0 and no tl.num_programs,
-  straight-line code around exactly one top-level `for v in range(0, K, STEP)` (or tl.range),
-  K a parameter the kernel never reassigns and STEP a constexpr parameter or a literal;
-- the loop carries exactly one value, the accumulator, started once before the loop from an
-  fp32 zero (tl.zeros(..., dtype=tl.float32), tl.full(..., 0, tl.float32), 0.0) and inside
-  the loop only added to (`acc += e`, `acc = acc + e`, `acc = tl.dot(x, y, acc)`, e free of
-  acc) and never read otherwise; nothing else assigned in the loop is read after it;
-- one tl.store in the kernel, after the loop, whose value (an outer `.to(...)` aside) is the
-  accumulator summed (tl.sum), scaled by values free of it, indexed with None/`:` or cast to
-  fp32 (the partials' dtype): a linear function of it, so the sum of the chunks' values is the
-  value; its pointer and mask are free of the accumulator;
+  straight-line code around exactly one top-level K loop, K a parameter the kernel never
+  reassigns and STEP a constexpr parameter or a positive literal, the loop either
+  `for v in range(0, K, STEP)` (or tl.range) or its while form: `v = 0` before the loop (v no
+  parameter, assigned nowhere else and read by nothing before the loop), `while v < K:` whose
+  body's last statement is `v += STEP` and which assigns v nowhere else (no walrus): v then
+  takes exactly the values of range(0, K, STEP), and the rewrite starts it at its chunk's
+  start and stops it at its chunk's end;
+- the loop carries exactly one value besides a while loop's v, the accumulator, started once
+  before the loop and inside the loop only updated by one reduction, never read otherwise
+  (split_k_reduction.py reads which): a sum (from an fp32 zero: tl.zeros(...,
+  dtype=tl.float32), tl.full(..., 0, tl.float32), 0.0; `acc += e`, `acc = acc + e`,
+  `acc = tl.dot(x, y, acc)`), a running maximum (from an fp32 -inf: float("-inf"),
+  -float("inf"), tl.full(..., float("-inf"), tl.float32); `acc = tl.maximum(acc, e)` or
+  `tl.maximum(e, acc)`, two arguments and no keyword) or a running minimum (+inf,
+  tl.minimum), e free of acc; nothing else assigned in the loop (nor v) is read after it;
+- one tl.store in the kernel, after the loop, whose value (an outer `.to(...)` aside) follows
+  the accumulator through the chunks (split_k_store.py): for a sum, the accumulator summed
+  (tl.sum), scaled by values free of it, indexed with None/`:` or cast to fp32 (the partials'
+  dtype), a linear function of it, so the sum of the chunks' values is the value; for a
+  maximum (minimum), the accumulator itself, indexed with None/`:`, cast to fp32 or reduced by
+  tl.max (tl.min) over an axis, never scaled or shifted, so the maximum of the chunks' values
+  is the value; its pointer and mask are free of the accumulator;
 - the store's base pointer arrives in a parameter used for nothing but that store (its
   `.dtype` aside) and receives a tensor the launcher allocates uninitialised and dense
   (torch.empty, torch.empty_like, x.new_empty), passes to no other launch and, before the
@@ -45,7 +57,15 @@ from klineage.rewrite.passes.rows_per_program import (
     constexprs,
     walk,
 )
-from klineage.rewrite.passes.split_k_store import StoreCheck, arg, fp32, reads, smalls, targets
+from klineage.rewrite.passes.split_k_reduction import (
+    START_WHY,
+    UPDATE_WHY,
+    Reduction,
+    is_zero,
+    start_of,
+    update_of,
+)
+from klineage.rewrite.passes.split_k_store import StoreCheck, arg, reads, smalls, targets
 
 LOOP_RANGES = {"range", "tl.range", "triton.language.range"}
 SMALL = cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Expr | cst.Pass
@@ -69,12 +89,6 @@ PURE_CALLS = {
 }
 
 
-def _is_zero(e: cst.BaseExpression) -> bool:
-    if isinstance(e, cst.Integer):
-        return int(e.value, 0) == 0
-    return isinstance(e, cst.Float) and float(e.value) == 0
-
-
 def _pure(e: cst.BaseExpression) -> bool:
     """e reads values only: names, attributes, subscripts, arithmetic and size queries."""
     return not any(
@@ -95,7 +109,10 @@ class Analysis(Launched):
     k_arg: str = ""  # the launch's K
     step_arg: str = ""  # the launch's STEP
     torch: str = ""  # the launcher's name for torch
-    loop: cst.For | None = None
+    reduce: Reduction = "sum"  # what the accumulator's updates make of it
+    var: str = ""  # the K loop's variable
+    loop: cst.For | cst.While | None = None
+    start: cst.Assign | None = None  # a while loop's `v = 0`, started at the chunk's start
     store: cst.Call | None = None
     cast: cst.Call | None = None  # the stored value's outer `.to(...)`, stripped by the rewrite
     statement: cst.SimpleStatementLine | None = None  # the launch's own statement
@@ -112,17 +129,22 @@ class _Kernel:
         self.pre: list[cst.BaseStatement] = []
         self.inner: list[cst.BaseStatement] = []
         self.post: list[cst.BaseStatement] = []
+        self.own: set[int] = set()  # a while loop's `v = 0` and `v += STEP`: its header's
+
+    def _smalls(self, lines: list[cst.BaseStatement]) -> list[cst.BaseSmallStatement]:
+        """The small statements of lines but a while loop's start and step of its variable."""
+        return [s for s in smalls(lines) if id(s) not in self.own]
 
     def problem(self) -> str | None:
         return self.shape() or self.header() or self.calls() or self.carried() or self.stored()
 
     def shape(self) -> str | None:
         for st in self.body:
-            if not isinstance(st, cst.SimpleStatementLine | cst.For):
+            if not isinstance(st, cst.SimpleStatementLine | cst.For | cst.While):
                 return f"a {type(st).__name__.lower()} statement at `{code(st).splitlines()[0]}`"
-        loops = [st for st in self.body if isinstance(st, cst.For)]
+        loops = [st for st in self.body if isinstance(st, cst.For | cst.While)]
         if not loops:
-            return "no K loop (a `for ... in range(0, K, STEP)` at the kernel's top level)"
+            return "no K loop (a `for ... in range(0, K, STEP)` or `while v < K` at the kernel's top level)"
         if len(loops) > 1:
             return f"{len(loops)} loops at the kernel's top level; one K loop is split"
         loop = self.a.loop = loops[0]
@@ -147,7 +169,24 @@ class _Kernel:
 
     def header(self) -> str | None:
         loop = self.a.loop
-        assert loop is not None
+        why = self._for(loop) if isinstance(loop, cst.For) else self._while()
+        if why:
+            return why
+        for name in (self.a.k, self.a.step):
+            if any(name in targets(s) for s in walk(self.kdef.body)):
+                return f"the kernel reassigns its loop bound {name}"
+        return None
+
+    def _step(self, step: cst.BaseExpression) -> bool:
+        """step is a constexpr parameter or a positive literal (then a.step names it)."""
+        if (isinstance(step, cst.Name) and step.value in constexprs(self.kdef)) or (
+            isinstance(step, cst.Integer) and int(step.value, 0) > 0
+        ):
+            self.a.step = step.value if isinstance(step, cst.Name) else str(int(step.value, 0))
+            return True
+        return False
+
+    def _for(self, loop: cst.For) -> str | None:
         it = loop.iter
         bad = f"`for ... in {code(it)}`: the K loop is not range(0, K, STEP) with K a parameter and STEP a constexpr parameter or a literal"
         if not isinstance(it, cst.Call) or dotted(it.func) not in LOOP_RANGES:
@@ -156,18 +195,58 @@ class _Kernel:
         if len(pos) != 3 or not isinstance(loop.target, cst.Name):
             return bad
         start, stop, step = pos
-        if not _is_zero(start) or not isinstance(stop, cst.Name) or stop.value not in self.params:
+        if not is_zero(start) or not isinstance(stop, cst.Name) or stop.value not in self.params:
             return bad
-        if (isinstance(step, cst.Name) and step.value in constexprs(self.kdef)) or (
-            isinstance(step, cst.Integer) and int(step.value, 0) > 0
+        if not self._step(step):
+            return bad
+        self.a.k, self.a.var = stop.value, loop.target.value
+        return None
+
+    def _while(self) -> str | None:
+        """The while form of range(0, K, STEP): `v = 0` before, `while v < K:`, `v += STEP` last."""
+        loop = self.a.loop
+        assert isinstance(loop, cst.While)
+        t = loop.test
+        bad = f"`while {code(t)}`: the K loop is not `while v < K` with K a parameter, v started from 0 before it and stepped by `v += STEP` last in its body, STEP a constexpr parameter or a literal"
+        if not (
+            isinstance(t, cst.Comparison)
+            and len(t.comparisons) == 1
+            and isinstance(t.comparisons[0].operator, cst.LessThan)
+            and isinstance(t.left, cst.Name)
+            and isinstance(stop := t.comparisons[0].comparator, cst.Name)
+            and stop.value in self.params
+            and t.left.value not in self.params
         ):
-            self.a.step = step.value if isinstance(step, cst.Name) else str(int(step.value, 0))
-        else:
             return bad
-        self.a.k = stop.value
-        for name in (self.a.k, self.a.step):
-            if any(name in targets(s) for s in walk(self.kdef.body)):
-                return f"the kernel reassigns its loop bound {name}"
+        var = t.left.value
+        inner = smalls(self.inner)
+        last = inner[-1] if inner else None
+        if not (
+            isinstance(last, cst.AugAssign)
+            and isinstance(last.operator, cst.AddAssign)
+            and isinstance(last.target, cst.Name)
+            and last.target.value == var
+            and self._step(last.value)
+        ):
+            return bad
+        starts = [s for s in smalls(self.pre) if var in targets(s)]
+        start = starts[0] if len(starts) == 1 else None
+        if not (
+            isinstance(start, cst.Assign)
+            and isinstance(start.value, cst.Integer)
+            and is_zero(start.value)
+        ):
+            return bad
+        for n in walk(self.kdef.body):
+            if n is not start and n is not last and var in targets(n):
+                return f"`{code(n)}`: the K loop's variable {var} is assigned besides its start and step"
+            if isinstance(n, cst.NamedExpr) and reads(n.target, {var}):
+                return f"`{code(n)}`: the K loop's variable {var} is assigned besides its start and step"
+        for s in smalls(self.pre):
+            if s is not start and reads(s, {var}):
+                return f"`{code(s)}`: the K loop's variable {var} is read before the loop"
+        self.own = {id(start), id(last)}
+        self.a.k, self.a.var, self.a.start = stop.value, var, start
         return None
 
     def calls(self) -> str | None:
@@ -207,10 +286,8 @@ class _Kernel:
         return None
 
     def carried(self) -> str | None:
-        loop = self.a.loop
-        assert loop is not None and isinstance(loop.target, cst.Name)
-        before = set(self.params) | {t for s in smalls(self.pre) for t in targets(s)}
-        in_loop = {t for s in smalls(self.inner) for t in targets(s)}
+        before = set(self.params) | {t for s in self._smalls(self.pre) for t in targets(s)}
+        in_loop = {t for s in self._smalls(self.inner) for t in targets(s)}
         for name in sorted(in_loop & set(self.params)):
             return f"the K loop reassigns the parameter {name}"
         carried = sorted(in_loop & before)
@@ -219,70 +296,43 @@ class _Kernel:
         if len(carried) > 1:
             return f"the K loop carries {', '.join(carried)}: one accumulator is split (anything else would need its chunk's start)"
         acc = self.a.acc = carried[0]
-        for small in smalls(self.inner):
+        starts = [s for s in smalls(self.pre) if acc in targets(s)]
+        start = starts[0] if len(starts) == 1 else None
+        local = set(self.params) | {t for s in walk(self.kdef.body) for t in targets(s)}
+        began = start_of(start.value, self.roots, local) if isinstance(start, cst.Assign) else None
+        kinds: list[Reduction] = []
+        for small in self._smalls(self.inner):
             if acc in targets(small):
-                if not self._adds(small, acc):
-                    return f"`{code(small)}`: the K loop does more to {acc} than add to it"
+                kind = update_of(small, acc, self.roots)
+                if kind is None or (kinds and kinds[0] != kind):
+                    # the reduction the first update (else the start) made it says what is wrong
+                    why = UPDATE_WHY[kinds[0] if kinds else began or "sum"]
+                    return f"`{code(small)}`: the K loop does more to {acc} {why}"
+                kinds.append(kind)
             elif reads(small, {acc}):
                 return f"`{code(small)}`: the accumulator {acc} is read inside the K loop"
-        stepwise = (in_loop - {acc}) | {loop.target.value}
+        kind = self.a.reduce = kinds[0]
+        stepwise = (in_loop - {acc}) | {self.a.var}
         for st in self.post:
             for name in sorted(stepwise):
                 if reads(st, {name}):
                     return f"`{name}` from the K loop is read after it (its last step's value)"
-        starts = [s for s in smalls(self.pre) if acc in targets(s)]
-        start = starts[0] if len(starts) == 1 else None
-        if not isinstance(start, cst.Assign) or not self._zero_fp32(start.value):
+        if began != kind:
             shown = "; ".join(code(s) for s in starts)
-            return f"the accumulator `{shown}`: only one fp32 zero start (tl.zeros(..., dtype=tl.float32), tl.full(..., 0, tl.float32), 0.0) is split, each chunk starting from it"
+            return f"the accumulator `{shown}`: {START_WHY[kind]}, each chunk starting from it"
         if any(acc in targets(s) for s in smalls(self.post)):
             return f"the accumulator {acc} is reassigned after the K loop"
         return None
 
-    def _adds(self, st: cst.BaseSmallStatement, acc: str) -> bool:
-        """st only adds a value free of acc to acc."""
-        if isinstance(st, cst.AugAssign):
-            return isinstance(st.operator, cst.AddAssign | cst.SubtractAssign) and not reads(
-                st.value, {acc}
-            )
-        if not isinstance(st, cst.Assign) or len(st.targets) != 1:
-            return False
-        v = st.value
-        if isinstance(v, cst.BinaryOperation) and isinstance(v.operator, cst.Add | cst.Subtract):
-            ends = [(v.left, v.right)] + (
-                [(v.right, v.left)] if isinstance(v.operator, cst.Add) else []
-            )
-            return any(
-                isinstance(x, cst.Name) and x.value == acc and not reads(y, {acc}) for x, y in ends
-            )
-        if isinstance(v, cst.Call) and dotted(v.func).split(".")[-1] == "dot":
-            c = arg(v, 2, "acc")
-            rest = [a for a in v.args if a.value is not c]
-            return (
-                dotted(v.func).split(".")[0] in self.roots
-                and isinstance(c, cst.Name)
-                and c.value == acc
-                and not any(reads(a, {acc}) for a in rest)
-            )
-        return False
-
-    def _zero_fp32(self, e: cst.BaseExpression) -> bool:
-        if isinstance(e, cst.Float):
-            return _is_zero(e)
-        if not isinstance(e, cst.Call) or dotted(e.func).split(".")[0] not in self.roots:
-            return False
-        last = dotted(e.func).split(".")[-1]
-        if last == "zeros":
-            return fp32(arg(e, 1, "dtype"))
-        if last == "full":
-            value = arg(e, 1, "value")
-            return value is not None and _is_zero(value) and fp32(arg(e, 2, "dtype"))
-        return False
-
     def stored(self) -> str | None:
         assert self.a.store is not None
         self.check = StoreCheck(
-            self.kdef, self.roots, self.a.acc, self.post, smalls(self.body) + smalls(self.inner)
+            self.kdef,
+            self.roots,
+            self.a.acc,
+            self.post,
+            smalls(self.body) + smalls(self.inner),
+            self.a.reduce,
         )
         why = self.check.problem(self.a.store)
         self.a.cast = self.check.cast
@@ -402,7 +452,8 @@ def _launcher(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, k: _Kernel) -> str:
     if why:
         return why
     assert a.store is not None and a.loop is not None
-    why = k.check.exclusive(a.out_param, a.store, a.loop)
+    header = a.loop.iter if isinstance(a.loop, cst.For) else a.loop.test
+    why = k.check.exclusive(a.out_param, a.store, header)
     if why:
         return why
     if a.k not in args:

@@ -1,22 +1,35 @@
 """split_k's checks on a kernel's one store (not a pass; split_k_analysis.py runs them): that
-the stored value is a linear function of the K loop's accumulator, so the chunks' values add up
-to it, and which parameter brings the output pointer, used for nothing but that store.
+the stored value follows the K loop's accumulator through its chunks, so the chunks' values
+combine into it, and which parameter brings the output pointer, used for nothing but that store.
 
-Linear, read from the structure: the accumulator itself, a name assigned it once after the
-loop, tl.sum of it, -x, x * s, s * x and x / s with s free of the accumulator, x indexed with
-None and `:` only, x.to(tl.float32); an outer `.to(...)` of the stored value is stripped by the
-rewrite (the partials are fp32; the second kernel casts to the output's dtype). Anything else
+For a sum, the value is linear in the accumulator, read from the structure: the accumulator
+itself, a name assigned it once after the loop, tl.sum of it, -x, x * s, s * x and x / s with s
+free of the accumulator, x indexed with None and `:` only, x.to(tl.float32). Anything else
 (x + bias, tl.exp(x), tl.max(x), an inner cast to fp16) would not add up over chunks.
+
+For a running maximum (minimum), the value is the accumulator itself, a name assigned it once
+after the loop, x indexed with None and `:` only, x.to(tl.float32), or tl.max (tl.min) of x
+over an axis: the maximum of the chunks' values is then the value. A scaled, negated or shifted
+maximum is not (x * s is the maximum only for s >= 0, x + b is the chunks' maximum plus b).
+
+In both, an outer `.to(...)` of the stored value is stripped by the rewrite (the partials are
+fp32; the second kernel casts to the output's dtype).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from klineage.rewrite.base import dotted
 from klineage.rewrite.passes.rows_per_program import assignments, code, walk
 
+if TYPE_CHECKING:
+    from klineage.rewrite.passes.split_k_reduction import Reduction
+
 HINTS = {"multiple_of", "max_contiguous", "max_constancy"}  # pointer arithmetic, not a use
+REDUCE_ARGS = {"axis", "keep_dims"}  # tl.max's and tl.min's arguments besides the value
 
 
 def smalls(lines: list[cst.BaseStatement]) -> list[cst.BaseSmallStatement]:
@@ -84,8 +97,10 @@ class StoreCheck:
         acc: str,
         post: list[cst.BaseStatement],
         lines: list[cst.BaseSmallStatement],
+        reduce: Reduction = "sum",
     ) -> None:
         self.kdef, self.roots, self.acc, self.lines = kdef, roots, acc, lines
+        self.reduce = reduce
         self.readers = {acc}  # acc and the names after the loop computed from it
         changed = True
         while changed:
@@ -110,8 +125,11 @@ class StoreCheck:
             and dotted(value.func.value).split(".")[0] not in self.roots
         ):
             self.cast, core = value, value.func.value
-        if not self.linear(core, 0):
+        if self.reduce == "sum" and not self.linear(core, 0):
             return f"the stored value `{code(value)}` is not the accumulator summed, scaled or cast to fp32 (the chunks' values would not add up to it)"
+        if self.reduce != "sum" and not self.extremum(core, 0):
+            word = "maximum" if self.reduce == "max" else "minimum"
+            return f"the stored value `{code(value)}` is not the running {word} itself or its tl.{self.reduce}, cast at most (a scaled or shifted {word} is not the {word} of the chunks' values)"
         for a in store.args:
             if a.value is not value and reads(a.value, self.readers):
                 return f"`{code(a)}`: the store's pointer or mask reads the accumulator"
@@ -153,6 +171,37 @@ class StoreCheck:
             )
         return False
 
+    def extremum(self, e: cst.BaseExpression, depth: int) -> bool:
+        """e is the running maximum (minimum) reshaped, cast to fp32 or reduced by tl.max
+        (tl.min) over an axis: the maximum (minimum) of its chunks' values."""
+        if depth > 16:
+            return False
+        if isinstance(e, cst.Name):
+            v = self.once.get(e.value)
+            return e.value == self.acc or (
+                v is not None and e.value in self.readers and self.extremum(v, depth + 1)
+            )
+        if isinstance(e, cst.Subscript):
+            return all(_is_plain(s) for s in e.slice) and self.extremum(e.value, depth + 1)
+        if not isinstance(e, cst.Call) or not e.args or not isinstance(e.func, cst.Attribute):
+            return False
+        if e.func.attr.value == "to" and dotted(e.func.value).split(".")[0] not in self.roots:
+            return fp32(e.args[0].value) and self.extremum(e.func.value, depth + 1)
+        head = dotted(e.func).split(".")
+        rest = e.args[1:]
+        return (
+            head[0] in self.roots
+            and head[-1] == self.reduce
+            and e.args[0].keyword is None
+            and self.extremum(e.args[0].value, depth + 1)
+            and all(
+                (a.keyword is None and i == 0)
+                or (a.keyword is not None and a.keyword.value in REDUCE_ARGS)
+                for i, a in enumerate(rest)
+            )
+            and not any(reads(a.value, self.readers) for a in rest)
+        )
+
     def pointer_names(self, p: str) -> set[str]:
         """p and the names assigned, through any chain, a value that uses p as a pointer."""
         found = {p}
@@ -170,7 +219,7 @@ class StoreCheck:
                         changed = True
         return found
 
-    def exclusive(self, p: str, store: cst.Call, loop: cst.For) -> str | None:
+    def exclusive(self, p: str, store: cst.Call, header: cst.CSTNode) -> str | None:
         """Why the output pointer p has a use besides the store's pointer (None: it has not)."""
         names = self.pointer_names(p)
         ptr = arg(store, 0, "pointer")
@@ -191,6 +240,6 @@ class StoreCheck:
                 continue
             if uses(small, names):
                 return f"`{code(small)}`: the output pointer {p} is used besides its store"
-        if uses(loop.iter, names):
-            return f"`{code(loop.iter)}`: the output pointer {p} is used besides its store"
+        if uses(header, names):
+            return f"`{code(header)}`: the output pointer {p} is used besides its store"
         return None
