@@ -2,9 +2,9 @@
 added to a naive kernel standing as the walk's simplest, gated at every CPU regime, become
 skills that retrieval picks for a naive kernel (held out, for the transpose).
 
-The lineages are made by hand (expert -> naive in one step): the experts' real CPU walks end on
-kernels these passes find no place in (the transpose walk's simplest is a [1, 32] tile through
-tl.trans, the cumsum walk's a [1, BLOCK_N] tile scanned along axis 1), and take minutes."""
+The lineages are made by hand (expert -> naive in one step): the experts' real CPU walks take
+minutes; that their simplest kernels are sites too is tests/unit/test_tiled_transpose_tile.py's
+and tests/unit/test_block_scan_row_tile.py's, gated in tests/interp/test_unit_tile_gate.py."""
 
 from __future__ import annotations
 

@@ -20,6 +20,12 @@ per row). Forward on (b): the statements from the tile's `cols = tl.arange(0, B)
 `for start in range(0, n, B)` with `cols = start + tl.arange(0, B)`, the scan becomes
 `tl.cumsum(x, axis=0) + carry` and the block ends with `carry += tl.sum(x, axis=0)`, `carry =
 0.0` before the loop; the launch's B = next_power_of_2(n) becomes min(4096, that) (or fixed).
+A [1, B] tile (one row a program with a unit row axis: the cumsum expert's tile kernel walked
+back to BLOCK_M = 1, its CPU walk's simplest kernel) is blocked the same way along axis 1: the
+carry is `tl.zeros([R, 1], dtype=tl.float32)` (R the row side's block, 1 at the launch; a
+tensor from the start, so its type does not change in the loop) and each block adds
+`tl.sum(x, axis=1, keep_dims=True)`, which broadcasts over the block's columns as the scalar
+carry does over a 1-D block.
 
 Why it is sound (block_scan_analysis.py proves the shape and says why not for anything else):
 the loop carries exactly one value, the prefix, in fp32 (the element is `.to(tl.float32)`);
@@ -188,9 +194,14 @@ def _tile_kernel(ctx: Ctx, a: Analysis, tl_mod: str) -> cst.FunctionDef:
     tile = [st.visit(Scan()) for st in body[at + 1 :]]
     loop = cst.parse_statement(f"for {start} in range(0, {a.bound}, {a.block_param}):\n    pass\n")
     assert isinstance(loop, cst.For) and isinstance(loop.body, cst.IndentedBlock)
-    step = cst.parse_statement(f"{carry} += {tl_mod}.sum({a.scanned}, axis=0)")
+    if a.carry_rows:  # a [1, B] tile: the carry is a [rows, 1] column, its type fixed in the loop
+        total = f"{tl_mod}.sum({a.scanned}, axis=1, keep_dims=True)"
+        start_at = f"{tl_mod}.zeros([{a.carry_rows}, 1], dtype={tl_mod}.float32)"
+    else:
+        total, start_at = f"{tl_mod}.sum({a.scanned}, axis=0)", "0.0"
+    step = cst.parse_statement(f"{carry} += {total}")
     loop = loop.with_changes(body=loop.body.with_changes(body=[arange, *tile, step]))
-    init = cst.parse_statement(f"{carry} = 0.0")
+    init = cst.parse_statement(f"{carry} = {start_at}")
     new_body = [*body[:at], init, loop]
     return kdef.with_changes(body=kdef.body.with_changes(body=new_body))
 
@@ -251,7 +262,12 @@ class BlockScan(ForwardOnly):
             lambda: analyse(source)[1],
             lambda a: (
                 f"{a.kernel}: a row scan as "
-                + ("a serial loop" if a.shape == "serial" else f"one tile of {a.block}"),
+                + (
+                    "a serial loop"
+                    if a.shape == "serial"
+                    else f"one tile of {a.block}"
+                    + (f" ([{a.carry_rows}, {a.block}], one row a program)" if a.carry_rows else "")
+                ),
                 {"kernel": a.kernel, "shape": a.shape, "n": a.bound},
             ),
         )

@@ -14,12 +14,19 @@ stores, `.to(...)` and elementwise tl calls.
   exclusive scan is not rewritten); every other name set in the loop is a temporary read
   neither before it is set nor after the loop; every load and store that depends on j adds j
   once with unit stride to a pointer, and every store in the loop depends on j.
-- "tile": no loop, every name assigned once; exactly one `cols = tl.arange(0, B)`, B a constexpr parameter used nowhere
-  else; exactly one `y = tl.cumsum(x, axis=0)` (not reversed) whose x is set once to an fp32
-  `.to(tl.float32)`; every load and store after the arange adds cols once with unit stride and
-  is masked by `cols < n` (the same n, a name that does not depend on cols); no indexing (the
-  scan axis is the tile's only axis); the launch passes B = next_power_of_2 of the n it passes
-  (so the tile covered the row, and a loop over n in B-wide blocks scans the same columns).
+- "tile": no loop, every name assigned once; exactly one `cols = tl.arange(0, B)`, B a
+  constexpr parameter used nowhere else; exactly one `y = tl.cumsum(x, axis=0)` (not reversed)
+  whose x is set once to an fp32 `.to(tl.float32)` (or is `v.to(tl.float32)` of a name v) and
+  depends on cols; every load and store after the arange adds cols once with unit stride and
+  is masked by `cols < n` (the same n, a name that does not depend on cols; `&` conditions that
+  do not read the columns, the row's own, may join it); the launch passes B = next_power_of_2
+  of the n it passes (so the tile covered the row, and a loop over n in B-wide blocks scans the
+  same columns). No indexing but `[:, None]` / `[None, :]`, and those only on a [1, B] tile:
+  one row a program widened by a unit axis, its row side a second `tl.arange(0, R)` whose R the
+  launch binds to 1 (or no second arange: a scalar row), every value that depends on cols on
+  axis 1 and every other on axis 0 (block_scan_lanes.orientation), the scan along axis 1. A
+  tile of several rows (R not shown to be 1: the cumsum expert's `_cumsum_tile_kernel`) is not
+  a one-row scan and is skipped.
 """
 
 from __future__ import annotations
@@ -29,8 +36,20 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from klineage.rewrite.base import dotted
+from klineage.rewrite.passes.block_scan_lanes import (
+    _assigned_once,
+    _body,
+    _calls,
+    _mask,
+    _memory,
+    _reads,
+    _targets,
+    _tl_call,
+    is_fp32,
+    lane_bound,
+    orientation,
+)
 from klineage.rewrite.passes.multi_row_analysis import (
-    ELEMENTWISE,
     Launched,
     analyse_launches,
     flows_from,
@@ -47,6 +66,7 @@ from klineage.rewrite.passes.rows_per_program import (
     walk,
 )
 from klineage.rewrite.passes.tile_rewrite import _is_docstring
+from klineage.rewrite.passes.tiled_transpose_launch import launch_value, one_at_launch
 
 RANGES = {"range", "tl.range", "triton.language.range"}
 
@@ -68,143 +88,11 @@ class Analysis(Launched):
     block_arg: cst.BaseExpression | None = None
     scanned: str = ""  # the cumsum's operand
     scan: cst.Call | None = None
+    # a [1, B] tile: its row side's block (the carry is [that, 1]); "" for a 1-D tile (a scalar)
+    carry_rows: str = ""
     rows: str = ""  # the grid's row count
     total_read: bool = False  # serial: the running sum is read after the loop (its total)
     memory: list[cst.Call] = field(default_factory=list)  # serial: loads/stores at the column
-
-
-def _body(kdef: cst.FunctionDef) -> list[cst.BaseStatement]:
-    return list(kdef.body.body) if isinstance(kdef.body, cst.IndentedBlock) else []
-
-
-def _targets(small: cst.CSTNode) -> list[str]:
-    if isinstance(small, cst.Assign):
-        exprs = [t.target for t in small.targets]
-    elif isinstance(small, cst.AugAssign | cst.AnnAssign):
-        exprs = [small.target]
-    else:
-        return []
-    return [x.value for e in exprs for x in walk(e) if isinstance(x, cst.Name)]
-
-
-def _reads(node: cst.CSTNode | None, names: set[str]) -> bool:
-    if node is None:
-        return False
-    return any(isinstance(x, cst.Name) and x.value in names for x in walk(node))
-
-
-def _value(small: cst.CSTNode) -> cst.BaseExpression | None:
-    return getattr(small, "value", None)
-
-
-def is_fp32(e: cst.BaseExpression | None) -> bool:
-    """e is `<...>.to(tl.float32)` (the scan adds in fp32 whatever the input)."""
-    return (
-        isinstance(e, cst.Call)
-        and isinstance(e.func, cst.Attribute)
-        and e.func.attr.value == "to"
-        and len(e.args) >= 1
-        and dotted(e.args[0].value).endswith("float32")
-    )
-
-
-def _tl_call(n: cst.Call, roots: set[str]) -> str:
-    """The tl function a call names ("load", "cumsum"), "" for anything else."""
-    callee = dotted(n.func)
-    return callee.split(".")[-1] if callee and callee.split(".")[0] in roots else ""
-
-
-def _calls(stmts: list[cst.BaseStatement], roots: set[str], allowed: set[str]) -> str | None:
-    """Why a call or expression in the statements is not lane by lane on a 1-D block."""
-    for st in stmts:
-        for n in walk(st):
-            if isinstance(n, cst.Subscript):
-                return f"indexing `{code(n)}` (the scan axis must be the tile's only axis)"
-            if isinstance(n, cst.Lambda | cst.IfExp | cst.ListComp | cst.GeneratorExp):
-                return f"`{code(n)}`"
-            if not isinstance(n, cst.Call):
-                continue
-            last = _tl_call(n, roots)
-            if last in ELEMENTWISE | allowed | {"load", "store"}:
-                continue
-            if not last and isinstance(n.func, cst.Attribute) and n.func.attr.value == "to":
-                continue
-            return f"`{code(n)}`: not known to work lane by lane on a block of the row"
-    return None
-
-
-def _terms(
-    e: cst.BaseExpression, index: str, once: dict[str, cst.BaseExpression], depth: int = 0
-) -> list[cst.BaseExpression]:
-    """The additive terms of a pointer, names set once expanded (not the index itself)."""
-    if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Add):
-        return _terms(e.left, index, once, depth) + _terms(e.right, index, once, depth)
-    if isinstance(e, cst.Name) and e.value != index and e.value in once and depth < 8:
-        return _terms(once[e.value], index, once, depth + 1)
-    return [e]
-
-
-def _memory(
-    stmts: list[cst.BaseStatement],
-    roots: set[str],
-    index: str,
-    dep: set[str],
-    once: dict[str, cst.BaseExpression],
-) -> tuple[str | None, list[cst.Call]]:
-    """Why a load/store that depends on the index is not at base + index (unit stride), or a
-    store does not depend on it; the loads and stores that do."""
-    found: list[cst.Call] = []
-    for st in stmts:
-        for n in walk(st):
-            if not isinstance(n, cst.Call) or _tl_call(n, roots) not in ("load", "store"):
-                continue
-            if not n.args:
-                return f"`{code(n)}` has no pointer", []
-            ptr = n.args[0].value
-            if not _reads(ptr, dep | {index}):
-                if _tl_call(n, roots) == "store":
-                    return (
-                        f"`{code(n)}`: the store does not depend on the column (it writes "
-                        "elsewhere than the row's positions)",
-                        [],
-                    )
-                continue
-            terms = [t for t in _terms(ptr, index, once) if _reads(t, dep | {index})]
-            if len(terms) != 1 or not (isinstance(terms[0], cst.Name) and terms[0].value == index):
-                shown = ", ".join(f"`{code(t)}`" for t in terms)
-                return (
-                    f"pointer `{code(ptr)}`: the column enters as {shown}, not added once with "
-                    f"unit stride (`+ {index}`): loads and stores must be at the row's positions",
-                    [],
-                )
-            found.append(n)
-    return None, found
-
-
-def _mask(call: cst.Call) -> cst.BaseExpression | None:
-    pos = 1 if dotted(call.func).endswith("load") else 2
-    for i, a in enumerate(call.args):
-        if (a.keyword and a.keyword.value == "mask") or (a.keyword is None and i == pos):
-            return a.value
-    return None
-
-
-def _assigned_once(kdef: cst.FunctionDef) -> tuple[dict[str, cst.BaseExpression], list[str]]:
-    """Names with exactly one plain assignment (and its value), and the names set more than
-    once (augmented assignments and loop targets count)."""
-    counts: dict[str, int] = {}
-    values: dict[str, cst.BaseExpression] = {}
-    for n in walk(kdef.body):
-        names = _targets(n)
-        if isinstance(n, cst.For):
-            names = [x.value for x in walk(n.target) if isinstance(x, cst.Name)]
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-            v = _value(n)
-            if isinstance(n, cst.Assign) and v is not None:
-                values[name] = v
-    once = {k: v for k, v in values.items() if counts[k] == 1}
-    return once, sorted(k for k, c in counts.items() if c > 1)
 
 
 def _launch_bound(la: Launch, kdef: cst.FunctionDef, bound: str) -> str:
@@ -328,11 +216,11 @@ def _tile(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], a: Analy
     scans = [n for n in calls if _tl_call(n, roots) == "cumsum"]
     if len(scans) != 1:
         return f"{len(scans) or 'no'} tl.cumsum calls: one scan of the row is rewritten"
-    if len(aranges) != 1:
-        return f"{len(aranges) or 'no'} tl.arange calls: one 1-D tile is rewritten"
-    line = next(st for st in body if any(x is aranges[0] for x in walk(st)))
+    unfit, ar, unit = _lanes(ctx, la, kdef, aranges)
+    if unfit:
+        return unfit
+    line = next(st for st in body if any(x is ar for x in walk(st)))
     assert isinstance(line, cst.SimpleStatementLine)
-    ar = aranges[0]
     small = line.body[0]
     if not (
         len(line.body) == 1
@@ -364,16 +252,25 @@ def _tile(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], a: Analy
         and host.body[0].value is scan
     ):
         return f"`{code(scan)}`: the scan is not assigned on its own after the tile"
-    why = _scan_args(scan)
-    if why:
-        return why
-    x = scan.args[0].value
-    if not isinstance(x, cst.Name) or not is_fp32(once.get(x.value)):
-        return f"the scanned value `{code(x)}` is not set once to an fp32 `.to(tl.float32)`"
-    why = _calls(tile, roots, {"cumsum"})
-    if why:
-        return why
     dep = flows_from(kdef, lambda n: isinstance(n, cst.Name) and n.value == cols, False)
+    two_d = any(isinstance(n, cst.Subscript) for n in walk(kdef.body))
+    why = orientation(kdef, cols, dep) if two_d else None
+    x = scan.args[0].value if scan.args else None
+    scanned = _scanned(x, once)
+    if not why and scanned and two_d:
+        tiles = flows_from(kdef, lambda n: isinstance(n, cst.Subscript), False)
+        two_d = any(isinstance(n, cst.Subscript) for n in walk(scanned)) or _reads(scanned, tiles)
+    why = why or _scan_args(scan, 1 if two_d else 0)
+    if why:
+        return why
+    if x is None or scanned is None:
+        shown = code(x) if x is not None else code(scan)
+        return f"the scanned value `{shown}` is not set once to an fp32 `.to(tl.float32)`"
+    if not _reads(scanned, dep | {cols}):
+        return f"the scanned value `{code(x)}` does not depend on the tile's columns"
+    why = _calls(tile, roots, {"cumsum"}, vectors=True)
+    if why:
+        return why
     why, found = _memory(tile, roots, cols, dep, once)
     if why:
         return why
@@ -381,9 +278,7 @@ def _tile(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], a: Analy
         return "nothing is stored at the tile's columns"
     bounds = set()
     for c in found:
-        m = _mask(c)
-        m = once.get(m.value, m) if isinstance(m, cst.Name) else m
-        bound = _bound(m, cols)
+        bound = lane_bound(_mask(c), cols, dep, once)
         if bound is None:
             return f"`{code(c)}`: not masked by `{cols} < n` (the loop's tail needs it)"
         bounds.add(bound)
@@ -407,34 +302,75 @@ def _tile(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], a: Analy
             f"{bound} it passes: the tile may not cover the row (a loop would scan more)"
         )
     a.shape, a.arange, a.block_param, a.block_arg = "tile", line, block, args[block]
-    a.bound, a.scanned, a.scan, a.index = bound, x.value, scan, cols
+    a.bound, a.scanned, a.scan, a.index = bound, code(x), scan, cols
     a.block = code(args[block])
+    a.carry_rows = (unit or "1") if two_d else ""
     return ""
 
 
-def _scan_args(scan: cst.Call) -> str | None:
+def _lanes(
+    ctx: Ctx, la: Launch, kdef: cst.FunctionDef, aranges: list[cst.Call]
+) -> tuple[str, cst.Call, str]:
+    """Why the aranges are not one row's lanes; the lanes' arange; the row side's block when a
+    second arange is one lane at the launch (a [1, B] tile), else ""."""
+    if len(aranges) == 1:
+        return "", aranges[0], ""
+    if len(aranges) != 2:
+        return (
+            f"{len(aranges) or 'no'} tl.arange calls: one tile of the row is rewritten",
+            aranges[0],
+            "",
+        )
+    args = bind(la.call, kdef)
+    sides = [code(ar.args[1].value) if len(ar.args) == 2 else "" for ar in aranges]
+    ones = [
+        s == "1" or (s in constexprs(kdef) and s in args and one_at_launch(ctx, la, args[s]))
+        for s in sides
+    ]
+    if ones.count(True) != 1:
+        shown = ", ".join(
+            f"{s}={code(launch_value(ctx, la, args[s]))}" if s in args else s or code(ar)
+            for s, ar in zip(sides, aranges, strict=True)
+        )
+        return (
+            f"2 tl.arange calls ({shown} at the launch), not one of them one lane: a tile of "
+            "several rows a program (one row a program is blocked)",
+            aranges[0],
+            "",
+        )
+    return "", aranges[ones.index(False)], sides[ones.index(True)]
+
+
+def _scanned(
+    x: cst.BaseExpression | None, once: dict[str, cst.BaseExpression]
+) -> cst.BaseExpression | None:
+    """The scan's fp32 operand: a name set once to `.to(tl.float32)`, or `v.to(tl.float32)`
+    itself on a name v (cheap to read again for the carry); None for anything else."""
+    if isinstance(x, cst.Name) and is_fp32(once.get(x.value)):
+        return x
+    if is_fp32(x) and isinstance(x, cst.Call) and isinstance(x.func, cst.Attribute):
+        return x if isinstance(x.func.value, cst.Name) else None
+    return None
+
+
+def _scan_args(scan: cst.Call, lanes: int) -> str | None:
+    """Why the scan is not along the columns' axis `lanes` (0 on a 1-D tile, 1 on [1, B])."""
     if not scan.args or scan.args[0].keyword is not None:
         return f"`{code(scan)}`: the scanned value is not the first argument"
+    axis = "0"  # tl.cumsum's default
     for i, arg in enumerate(scan.args[1:], 1):
         key = arg.keyword.value if arg.keyword else ("axis" if i == 1 else "reverse")
         v = arg.value
-        if key == "axis" and not (isinstance(v, cst.Integer) and v.value == "0"):
-            return f"`{code(scan)}`: a scan over axis {code(v)}, not the tile's"
+        if key == "axis":
+            axis = v.value if isinstance(v, cst.Integer) else code(v)
+            axis = str(lanes) if axis == "-1" else axis  # the last axis
         if key == "reverse" and not (isinstance(v, cst.Name) and v.value == "False"):
             return f"`{code(scan)}`: a reversed scan (the carry would run the other way)"
         if key not in ("axis", "reverse"):
             return f"`{code(scan)}`: argument {code(arg)}"
+    if axis != str(lanes):
+        return f"`{code(scan)}`: a scan over axis {axis}, not the tile's columns (axis {lanes})"
     return None
-
-
-def _bound(m: cst.BaseExpression | None, cols: str) -> str | None:
-    """n of a mask `cols < n` (n a name), else None."""
-    if not (isinstance(m, cst.Comparison) and len(m.comparisons) == 1):
-        return None
-    c = m.comparisons[0]
-    left, right = m.left, c.comparator
-    ok = isinstance(c.operator, cst.LessThan) and isinstance(left, cst.Name) and left.value == cols
-    return right.value if ok and isinstance(right, cst.Name) else None
 
 
 def _pow2_of(e: cst.BaseExpression, func: cst.FunctionDef) -> str | None:

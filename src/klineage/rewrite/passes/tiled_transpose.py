@@ -34,12 +34,17 @@ the chunks cover [0, S) whatever B is (B is read only by the arange and the loop
 nothing else is read or written, so programs stay independent; the store is assumed one-to-one
 in (p, q), as a transpose's is (where it is not, the naive kernel's programs race already).
 
+Forward on a tile program with a side of one lane (a [1, B] or [B, 1] tile: the transpose
+expert's CPU walk ends on its kernel at BLOCK_M_SIZE = 1, BLOCK_N_SIZE = 32): the same one line
+a program, already written for any tile. tiled_transpose_tile.py proves it correct at every tile
+and rewrites only the launch: both sides become the tile's, in the arguments and in the grid.
+
 Backward: none. The corpus expert's tile is not a separable step: its tile sides are module
 constants read by the grid, a grouped launch order (grouped_launch_order's) maps the program
 id to the tile, a heuristic picks an unmasked path on whole tiles (mask_free_even_path's) and
-tl.trans exchanges the tile explicitly. A [BLOCK_M, 1] tile (BLOCK_N_SIZE = 1) would keep its
-meaning but is not the naive one-line-per-program kernel, and nothing proves the kernel sound
-at every tile size. So the pass finds no backward sites.
+tl.trans exchanges the tile explicitly. Shrinking a tile side to 1 keeps its meaning (forward,
+above, reads such a kernel as one line a program), but that is block_size's step, not a
+separable tiled transpose. So the pass finds no backward sites.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ from klineage.rewrite.passes.tile_rewrite import (
     with_grid,
     with_params,
 )
-from klineage.rewrite.passes.tiled_transpose_analysis import Analysis, analyse
+from klineage.rewrite.passes.tiled_transpose_analysis import Analysis
+from klineage.rewrite.passes.tiled_transpose_tile import TileAnalysis, analyse, rewrite_tile
 from klineage.rewrite.registry import register
 
 TILE = 64  # each side of the expert's 64 x 64 tile: a bf16 tile row is one 128-byte line
@@ -194,6 +200,18 @@ def _rewrite(ctx: Ctx, a: Analysis, block_m: int, block_n: int) -> str:
     return ctx.module.visit(edit).code
 
 
+def _describe(a: TileAnalysis) -> tuple[str, dict[str, Any]]:
+    params = {"kernel": a.kernel, "block_m": TILE, "block_n": TILE}
+    if a.tile:
+        t = a.tile
+        return f"{a.kernel}: a {t.shape} tile of the source a program (part of one line)", params
+    return (
+        f"{a.kernel}: one {'row' if a.p_is_row else 'column'} of the source a "
+        f"program ({a.count}{' x ' + a.batches if a.batches else ''}), {a.lanes} lanes",
+        params,
+    )
+
+
 def _side(p: dict[str, Any], key: str, site: Site) -> int | RewriteResult:
     v = p.get(key, TILE)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1 or v & (v - 1):
@@ -218,15 +236,7 @@ class TiledTranspose(ForwardOnly):
     # no backward sites: the expert's tile is not a separable step (the module docstring)
 
     def forward_sites(self, source: str) -> list[Site]:
-        return self.launch_sites(
-            lambda: analyse(source)[1],
-            lambda a: (
-                f"{a.kernel}: one {'row' if a.p_is_row else 'column'} of the source a "
-                f"program ({a.count}{' x ' + a.batches if a.batches else ''}), "
-                f"{a.lanes} lanes",
-                {"kernel": a.kernel, "block_m": TILE, "block_n": TILE},
-            ),
-        )
+        return self.launch_sites(lambda: analyse(source)[1], _describe)
 
     def why_not(self, source: str) -> list[str]:
         """The reason each launch in the file is not a site (empty string for a site)."""
@@ -245,10 +255,11 @@ class TiledTranspose(ForwardOnly):
                 return bm
             if isinstance(bn, RewriteResult):
                 return bn
+            out = rewrite_tile(ctx, a, bm, bn) if a.tile else _rewrite(ctx, a, bm, bn)
             return RewriteResult(
                 True,
                 f"{a.kernel}: a [{bm}, {bn}] tile a program, coalesced load and store",
-                _rewrite(ctx, a, bm, bn),
+                out,
                 site,
             )
 
