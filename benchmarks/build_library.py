@@ -31,6 +31,12 @@ optimize starts; lineage/probe.py), one process per lineage, writing into the da
 (rmsnorm and softmax exist only as skills files from the first run: `--distill --probe`
 re-walks them too.)
 
+With --cpu-db, the skills of CPU lineages whose pass no GPU lineage gave are added, correctness
+only (the colsum, cumsum and transpose walks of 2026-12-02, before any of them was walked on
+the H200: column_tiling, block_scan, tiled_transpose):
+
+    PYTHONPATH=src python benchmarks/build_library.py ... --cpu-db benchmarks/results/distill-cpu-2026-12-02.db
+
 Skills are merged as the library merges them (same pass and anchor: one skill, more evidence).
 The unmerged skills (one per lineage step) are written beside it as *-steps.json: the
 leave-one-out libraries of `klineage bench --suite corpus` are merged from them without the
@@ -86,6 +92,13 @@ def main() -> None:
         "--out", type=Path, default=None, help="where to write (default $OUT/skills-h200.json)"
     )
     ap.add_argument(
+        "--cpu-db",
+        action="append",
+        default=[],
+        type=Path,
+        help="a database of CPU lineages: their skills of passes no GPU lineage gave are added, correctness only",
+    )
+    ap.add_argument(
         "--probe",
         action="store_true",
         help="gate the forward probes of every finished GPU lineage first (writes into --db)",
@@ -125,6 +138,21 @@ def main() -> None:
             steps += from_file
             created, updated = add_to_library(library, from_file)
             print(f"{path.name}: {created} new, {updated} merged")
+        # CPU lineages (correctness only, nothing timed) for optimizations no H200 walk has
+        # reached yet: their skills are selected wherever their pass finds a site, gain
+        # unknown, until a GPU walk measures the "when". Passes the GPU gave are not diluted.
+        known = {s.rewrite.pass_name for s in steps}
+        for db in args.cpu_db:
+            store = open_store(db)
+            for lin in store.list_lineages():
+                if lin.status != "done" or lin.device != "cpu":
+                    continue
+                new = [s for s in extract_skills(store, lin.id) if s.rewrite.pass_name not in known]
+                steps += new
+                created, updated = add_to_library(library, new)
+                print(
+                    f"{Path(lin.problem_path).parent.name} (cpu): {', '.join(s.name for s in new) or 'nothing new'}"
+                )
         skills = library_skills(library)
     out_path = args.out or out_dir() / "skills-h200.json"
     out_path.write_text(to_json(skills), encoding="utf-8")

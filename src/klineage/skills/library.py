@@ -82,7 +82,8 @@ def library_skills(store: Store) -> list[Skill]:
 
 
 def shipped_library_path() -> Path:
-    """The library packaged with klineage: skills distilled on the H200 from the corpus experts
+    """The library packaged with klineage: skills distilled on the H200 from the corpus experts,
+    and, correctness only, the structural ones of CPU walks no H200 walk has reached yet
     (regenerate with benchmarks/build_library.py, docs/SKILLS.md)."""
     return Path(str(resources.files("klineage") / "data" / "skills-h200.json"))
 
