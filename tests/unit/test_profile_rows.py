@@ -169,7 +169,7 @@ def test_a_full_disk_is_the_machines_fault_not_the_problems(
     import shutil
     from collections import namedtuple
 
-    from klineage.gate import drive
+    from klineage.gate import disk as drive
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 << 30, 99 << 30, 1 << 29))

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from klineage.errors import MachineError
 from klineage.gate.checker import Checker, Expected, load_candidate
+from klineage.gate.disk import START_FREE_BYTES, machine_fault, wait_for_disk
 from klineage.gate.gpulock import GpuLock, Hold, LockMode
 from klineage.gate.protocol import RefManifest, RefRegime, RefRequest
 from klineage.gate.records import (
@@ -100,51 +100,6 @@ def _reference_cases(req: GateRequest, cache_root: Path | None) -> tuple[Any, st
         }
     )
     return ReferenceCache(cache_root), key
-
-
-# Below this much free space where the gate writes its cases, a failure is the disk's.
-MIN_FREE_BYTES = 2 << 30
-
-
-def machine_fault(workdir: Path, text: str) -> MachineError | None:
-    """A MachineError when the disk under `workdir` is (nearly) full: the reference's or the
-    harness's torch.save failing there is no fault of the problem or the candidate."""
-    try:
-        free = shutil.disk_usage(workdir).free
-    except OSError:
-        return None
-    if free >= MIN_FREE_BYTES and "No space left on device" not in text:
-        return None
-    return MachineError(
-        f"the disk holding {workdir.parent} is full ({free / 2**30:.1f} GiB free) and a gate "
-        f"process failed writing its tensors ({text.splitlines()[0][:200] if text else 'no message'}): "
-        "no verdict on the problem or the candidate. Run fewer gate calls at once (each holds its "
-        "regimes' cases on disk), or point TMPDIR at a larger disk."
-    )
-
-
-# A gate call starts writing its cases only with this much free disk: under a dozen parallel
-# calls on large regimes the disk filled up (docs/benchmarks.md, "Measurement"). The wait is
-# the machine's, charged to nobody; after DISK_WAIT_S the call goes ahead anyway.
-START_FREE_BYTES = 12 << 30
-DISK_WAIT_S = 300.0
-
-
-def wait_for_disk(workdir: Path, event: Callable[..., None]) -> float:
-    """Seconds waited for START_FREE_BYTES to be free under `workdir` (0 when it was)."""
-    t0 = time.monotonic()
-    told = False
-    while time.monotonic() - t0 < DISK_WAIT_S:
-        try:
-            if shutil.disk_usage(workdir).free >= START_FREE_BYTES:
-                break
-        except OSError:
-            break
-        if not told:
-            event("progress", detail=f"waiting for free disk under {workdir.parent}")
-            told = True
-        time.sleep(1.0)
-    return time.monotonic() - t0
 
 
 def drive(
