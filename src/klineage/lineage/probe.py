@@ -102,19 +102,7 @@ def probe_lineage(
         a = attempts[node.via_attempt]  # type: ignore[index]
         emit("probe", {"step": node.step, "pass": a.pass_name, "total": len(steps)})
         t0 = time.perf_counter()
-        row = ProbeRow(
-            lin.id,
-            node.step,
-            a.pass_name,
-            simplest.id,
-            applied=False,
-            accepted=False,
-            failed_stage=None,
-            message="",
-            candidate=None,
-            gate=None,
-            seconds=0.0,
-        )
+        row = ProbeRow.pending(lin.id, node.step, a.pass_name, simplest.id)
         if a.pass_name == LLM_PASS:
             row.message = "an LLM-named optimization: only an LLM can add it back"
         elif node.id == simplest.id:
@@ -149,20 +137,7 @@ def probe_lineage(
             {"step": simplest.step, "pass": fp.NAME, "total": len(forward), "forward_only": True},
         )
         t0 = time.perf_counter()
-        row = ProbeRow(
-            lin.id,
-            simplest.step,
-            fp.NAME,
-            simplest.id,
-            applied=False,
-            accepted=False,
-            failed_stage=None,
-            message="",
-            candidate=None,
-            gate=None,
-            seconds=0.0,
-            forward_only=True,
-        )
+        row = ProbeRow.pending(lin.id, simplest.step, fp.NAME, simplest.id, forward_only=True)
         if not fp.forward_sites(simplest.source):
             row.message = f"no place to add it to the simplest kernel ({fp.ANCHOR})"
         elif fp.forward_sites(expert.source):

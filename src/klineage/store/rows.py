@@ -68,6 +68,26 @@ class ProbeRow:
     # simplest kernel's step; False: the step's own optimization added back.
     forward_only: bool = False
 
+    @classmethod
+    def pending(
+        cls, lineage_id: str, step: int, pass_name: str, base_node: int, forward_only: bool = False
+    ) -> ProbeRow:
+        """A probe not gated yet: nothing applied, no message."""
+        return cls(
+            lineage_id,
+            step,
+            pass_name,
+            base_node,
+            applied=False,
+            accepted=False,
+            failed_stage=None,
+            message="",
+            candidate=None,
+            gate=None,
+            seconds=0.0,
+            forward_only=forward_only,
+        )
+
 
 @dataclass
 class SkillRow:
