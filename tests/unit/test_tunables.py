@@ -93,6 +93,44 @@ def test_launcher_locals_are_lifted_with_the_grid_they_feed_and_a_size_read_else
     assert 'triton.Config({"ROWS": 32, "K_TILE": 256}, num_warps=8, num_stages=2)' in out
 
 
+# A newcomer's long reduction: the launch in ModelNew.forward (a method, not a module-level
+# function) and a block size named STEP, known by what the kernel does with it.
+METHOD_STEP = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def dot_rows(a_ptr, b_ptr, c_ptr, K, STEP: tl.constexpr, LANES: tl.constexpr):
+    i = tl.program_id(0)
+    part = tl.zeros([STEP], dtype=tl.float32)
+    for k0 in range(0, K, STEP):
+        kk = k0 + tl.arange(0, STEP)
+        part += tl.load(a_ptr + i * K + kk, mask=kk < K, other=0.0) * tl.load(b_ptr + kk, mask=kk < K, other=0.0)
+    tl.store(c_ptr + i, tl.sum(part, axis=0))
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, b):
+        M, K = A.shape
+        c = torch.empty(M, device=A.device)
+        dot_rows[(M,)](A, b, c, K, STEP=64, LANES=32)
+        return c
+"""
+
+
+def test_a_launch_in_a_method_is_lifted_and_a_step_that_tiles_its_loop_is_a_block() -> None:
+    [launch] = analyse(METHOD_STEP)
+    assert launch.function == "forward"
+    # STEP: the loop steps by it and tl.arange spans it. LANES is neither: not a size.
+    assert [(t.name, t.value, t.tiled) for t in launch.tunables] == [("STEP", 64, True)]
+    out = _lift(METHOD_STEP, {"configs": [{"STEP": 1024, "num_warps": 8}]})
+    assert 'triton.Config({"STEP": 1024}, num_warps=8, num_stages=3)' in out
+    assert "dot_rows[(M,)](A, b, c, K, LANES=32)" in out
+
+
 def test_a_block_that_must_cover_a_row_only_grows() -> None:
     src = ELEMENTWISE.replace("(triton.cdiv(n, 64),)", "(1,)")
     [launch] = analyse(src)

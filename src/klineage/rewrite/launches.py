@@ -1,8 +1,9 @@
 """Launches of a file's own kernels and their tunable constants (rewrite/passes/tunables.py).
 
 A launch `kernel[grid](...)` of a @triton.jit kernel defined in the file, with what can be
-lifted into a config space: power-of-two constexpr block sizes (literals, or the launcher locals
-and module constants bound to them, read nowhere else), num_warps and num_stages; which of them
+lifted into a config space: power-of-two constexpr block sizes (named as such, or a constexpr
+that a loop steps by and a tl.arange spans; literals, or the launcher locals and module constants
+bound to them, read nowhere else), num_warps and num_stages; which of them
 the grid tiles by or a loop steps by (any value is then correct); the kernel's size arguments
 (autotune's key); and why a launch cannot be lifted. No rewriting here.
 """
@@ -104,6 +105,7 @@ class _KernelFacts(cst.CSTVisitor):
         self.params = params
         self.compared: set[str] = set()
         self.loop_steps: set[str] = set()
+        self.aranged: set[str] = set()  # tl.arange(0, X)'s extents
         self.loops = False
         self.atomics = False
         self.loaded: set[str] = set()
@@ -139,6 +141,8 @@ class _KernelFacts(cst.CSTVisitor):
         tail = dotted(node.func).split(".")[-1]
         if tail.startswith("atomic_"):
             self.atomics = True
+        elif tail == "arange" and len(node.args) >= 2:
+            self.aranged |= self._names(node.args[1].value) & self.params
         elif tail in ("load", "store") and node.args:
             names = self._names(node.args[0].value) & self.params
             (self.loaded if tail == "load" else self.stored).update(names)
@@ -195,6 +199,20 @@ class _Module(cst.CSTVisitor):
             for t in node.targets:
                 if isinstance(t.target, cst.Name):
                     self.constants[t.target.value] = node.value
+
+
+def outer_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    """Every function not nested in another, module-level or a class's method (a launch in
+    ModelNew.forward is in `forward`), by name; the last of a name wins, as in _Module."""
+    found: dict[str, cst.FunctionDef] = {}
+
+    class Outer(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            found[node.name.value] = node
+            return False  # functions nested in it are not outer
+
+    module.visit(Outer())
+    return found
 
 
 def _bindings(fn: cst.FunctionDef | None) -> dict[str, list[cst.BaseExpression]]:
@@ -328,7 +346,11 @@ def analyse(source: str) -> list[Launch]:
                 else:
                     launch.stages = v
                 continue
-            if key not in const or not _is_block_name(key):
+            # A block size by its name, or by what the kernel does with it: a loop steps by
+            # it and a tl.arange spans it (STEP, CHUNK: one block of the loop's axis).
+            if key not in const or not (
+                _is_block_name(key) or (key in body.loop_steps and key in body.aranged)
+            ):
                 continue
             value = _power_of_two(bound)
             if value is None:

@@ -33,7 +33,16 @@ import libcst as cst
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, autotune_call, dotted, parse
 from klineage.rewrite.blocks import _tile_counts
-from klineage.rewrite.launches import DEFAULT_COUNT, Launch, _bindings, _grid, _reads, analyse, draw
+from klineage.rewrite.launches import (
+    DEFAULT_COUNT,
+    Launch,
+    _bindings,
+    _grid,
+    _reads,
+    analyse,
+    draw,
+    outer_functions,
+)
 from klineage.rewrite.registry import register
 
 __all__ = ["Launch", "Tunables", "analyse", "draw", "fold", "lift", "table_code"]
@@ -203,15 +212,7 @@ def lift(source: str, launch: Launch, configs: list[dict[str, int]]) -> str:
     module = parse(source)
     decorator = cst.parse_statement(f"{table_code(configs, launch.keys)}\ndef _(): pass\n")
     assert isinstance(decorator, cst.FunctionDef)
-    fn = (
-        next(
-            f
-            for f in module.body
-            if isinstance(f, cst.FunctionDef) and f.name.value == launch.function
-        )
-        if launch.function
-        else None
-    )
+    fn = outer_functions(module).get(launch.function) if launch.function else None
     binds = _bindings(fn)
     call = None
 
