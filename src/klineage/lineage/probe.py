@@ -15,8 +15,11 @@ cumsum experts use exactly these. Each is probed too, after the steps, with its 
 parameters, when it finds a place on the simplest kernel and none on the expert: the expert
 already has the optimization (its pass finds nothing left to add), which is what "learned from
 the expert" means for a pass the walk cannot remove. Where it does not apply the row says why.
-Its row is stored at the simplest kernel's step with `forward_only` set, and an accepted one
-becomes a skill of its own (skills/extract.py).
+Where the simplest kernel has no place for it because the walk could not take the structure
+apart (the colsum expert's row split is split_k's shape, and no pass removes it), it is added to
+the family's naive kernel instead (naive.py beside the expert: where optimize starts from), the
+row keeping that kernel (`base_source`). Its row is stored at the simplest kernel's step with
+`forward_only` set, and an accepted one becomes a skill of its own (skills/extract.py).
 
 Steps that add back the same code share one gate call through the gate's verdict cache. Probes
 of a lineage already stored are not repeated, so an interrupted run resumes.
@@ -36,7 +39,7 @@ from klineage.lineage.walk import EventCallback, candidate_file
 from klineage.rewrite import all_passes
 from klineage.rewrite.base import ForwardOnly
 from klineage.store import Store
-from klineage.store.db import LineageRow, NodeRow, ProbeRow, StoreError
+from klineage.store.db import LineageRow, ProbeRow, StoreError
 
 
 def _gate(
@@ -44,12 +47,13 @@ def _gate(
     lin: LineageRow,
     source: str,
     reason: str,
-    simplest: NodeRow,
+    base: str,
     overrides: Overrides,
     config: GateConfig,
 ) -> None:
-    """Gate `source` (the simplest kernel with one optimization added) into `row`: on a GPU
-    beside the simplest kernel, so the effect is their ratio, with the walk's sizes and regimes."""
+    """Gate `source` (`base`, the simplest kernel or the family's naive one, with one
+    optimization added) into `row`: on a GPU beside `base`, so the effect is their ratio, with
+    the walk's sizes and regimes."""
     g = run_gate(
         Path(lin.problem_path),
         candidate_file(source),
@@ -57,12 +61,26 @@ def _gate(
         regimes=lin.regimes or None,
         overrides=overrides,
         config=config,
-        base=candidate_file(simplest.source) if lin.device == "cuda" else None,
+        base=candidate_file(base) if lin.device == "cuda" else None,
     )
     row.applied, row.accepted, row.candidate = True, g.accepted, source
     row.gate = g.model_dump(mode="json")
     row.failed_stage = g.failed_stage.value if g.failed_stage else None
     row.message = reason if g.accepted else g.message
+
+
+NAIVE = "naive.py"
+
+
+def _naive_source(lin: LineageRow) -> str | None:
+    """The family's naive kernel: naive.py beside the expert (the corpus' layout), if any."""
+    path = Path(lin.expert_path).with_name(NAIVE)
+    if path == Path(lin.expert_path) or not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # unreadable: probed on the simplest kernel only, as without one
 
 
 def probe_lineage(
@@ -114,7 +132,7 @@ def probe_lineage(
             if m.source is None:
                 row.message = f"did not apply to the simplest kernel: {m.reason}"
             else:
-                _gate(row, lin, m.source, m.reason, simplest, overrides, config)
+                _gate(row, lin, m.source, m.reason, simplest.source, overrides, config)
         row.seconds = time.perf_counter() - t0
         store.add_probe(row)
         emit(
@@ -128,6 +146,7 @@ def probe_lineage(
             },
         )
     forward_done = {p.pass_name for p in stored if p.forward_only}
+    naive = _naive_source(lin)
     forward = [p for p in all_passes().values() if isinstance(p, ForwardOnly)]
     for fp in forward:
         if fp.NAME in forward_done:
@@ -138,18 +157,25 @@ def probe_lineage(
         )
         t0 = time.perf_counter()
         row = ProbeRow.pending(lin.id, simplest.step, fp.NAME, simplest.id, forward_only=True)
-        if not fp.forward_sites(simplest.source):
-            row.message = f"no place to add it to the simplest kernel ({fp.ANCHOR})"
+        base, onto = simplest.source, "the simplest kernel"
+        if not fp.forward_sites(base) and naive is not None and fp.forward_sites(naive):
+            # The walk kept the optimization's structure (the colsum expert's row split has no
+            # backward form): the family's naive kernel is where optimize starts from anyway.
+            base, onto, row.base_source = naive, f"the naive kernel ({NAIVE})", naive
+        if not fp.forward_sites(base):
+            row.message = f"no place to add it to the simplest kernel ({fp.ANCHOR})" + (
+                f" nor to the naive kernel ({NAIVE})" if naive is not None else ""
+            )
         elif fp.forward_sites(expert.source):
             # The pass would add it to the expert too: the expert does not use it, so adding it
             # is nothing this expert teaches.
             row.message = "the expert lacks it too (its pass finds a place in the expert's kernel): not learned from the expert"
         else:
-            m = mechanical(simplest.source, fp.NAME, {})  # the pass's defaults: no step has params
+            m = mechanical(base, fp.NAME, {})  # the pass's defaults: no step has params
             if m.source is None:
-                row.message = f"did not apply to the simplest kernel: {m.reason}"
+                row.message = f"did not apply to {onto}: {m.reason}"
             else:
-                _gate(row, lin, m.source, m.reason, simplest, overrides, config)
+                _gate(row, lin, m.source, m.reason, base, overrides, config)
         row.seconds = time.perf_counter() - t0
         store.add_probe(row)
         emit(
@@ -161,6 +187,7 @@ def probe_lineage(
                 "applied": row.applied,
                 "message": row.message,
                 "forward_only": True,
+                "onto": "naive" if row.base_source else "simplest",
             },
         )
     return store.probes(lin.id)

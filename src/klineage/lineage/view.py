@@ -38,11 +38,14 @@ class StepJSON(TypedDict):
 
 class ProbeJSON(TypedDict):
     """One forward probe: a step's optimization (or, forward_only, a pass no step removes)
-    added to the walk's simplest kernel; message says why it did not apply or was rejected."""
+    added to the walk's simplest kernel (onto "simplest") or, for a forward-only pass with no
+    place there, to the family's naive kernel ("naive"); message says why it did not apply or
+    was rejected."""
 
     step: int
     rewrite: str
     forward_only: bool
+    onto: str
     applied: bool
     accepted: bool
     stage: str | None
@@ -171,6 +174,7 @@ def load_view(store: Store, lid: str) -> LineageView:
             step=p.step,
             rewrite=p.pass_name,
             forward_only=p.forward_only,
+            onto="naive" if p.base_source else "simplest",
             applied=p.applied,
             accepted=p.accepted,
             stage=p.failed_stage,

@@ -133,15 +133,17 @@ def _effect(s: Speedup | None, regime: str, **fields: Any) -> Effect:
 
 def _probe_effects(
     probe_gate: dict[str, Any],
-    simplest_gate: dict[str, Any],
+    simplest_gate: dict[str, Any] | None,
     function: str,
     env: dict[str, Any],
     lid: str,
     step: int,
+    context: str = "simplest",
 ) -> list[Effect]:
     """Effects of a forward probe: the simplest kernel (base) against it with the step's
     optimization added back (new), per regime both timed (side by side: the probe was gated
-    beside the simplest kernel)."""
+    beside the simplest kernel). With no simplest_gate (a forward-only pass added to the
+    family's naive kernel, context "naive"), the ratios the probe was timed with, beside it."""
     dtypes = _regime_dtypes(probe_gate)
     return [
         _effect(
@@ -154,7 +156,7 @@ def _probe_effects(
             exercised=exercised(function, regime, simplest_gate, probe_gate),
             lineage_id=lid,
             step=step,
-            context="simplest",
+            context=context,
         )
         for regime, x in speedups(simplest_gate, probe_gate).items()
     ]
@@ -367,7 +369,14 @@ def _forward_only_skill(
     env = lin.environment or {}
     gpu, arch = env.get("gpu_name"), env.get("compute_capability")
     versions = {k: str(env[k]) for k in ("torch", "triton", "klineage", "python") if env.get(k)}
-    sites = p.forward_sites(simplest.source) if p else []
+    # Added to the family's naive kernel where the simplest kernel had no place for it.
+    before = probe.base_source or simplest.source
+    context, onto = (
+        ("naive", "the family's naive kernel")
+        if probe.base_source
+        else ("simplest", "the walk's simplest kernel")
+    )
+    sites = p.forward_sites(before) if p else []
     site = sites[0] if sites else None
     where = f"{site.function or '<module>'}:{site.line}" if site else "?"
     described = site.description if site else ""
@@ -379,7 +388,7 @@ def _forward_only_skill(
         Condition(
             kind="static",
             predicate=f"code has: {p.ANCHOR if p else probe.pass_name}",
-            evidence=f"site {where} in the walk's simplest kernel of {expert}: {described}; "
+            evidence=f"site {where} in {onto} of {expert}: {described}; "
             "none in the expert, which has the optimization",
         ),
         Condition(
@@ -390,7 +399,15 @@ def _forward_only_skill(
     ]
     # Launch sites name the kernel they rewrite; the site's function is its launcher.
     function = str(site.params.get("kernel") or site.function) if site else ""
-    probed = _probe_effects(probe.gate or {}, simplest.gate, function, env, lin.id, probe.step)
+    probed = _probe_effects(
+        probe.gate or {},
+        None if probe.base_source else simplest.gate,
+        function,
+        env,
+        lin.id,
+        probe.step,
+        context,
+    )
     timed = {e.regime for e in probed}
     # Regimes it was correct on but not timed (every regime on a CPU), as a step's are.
     probed += [
@@ -403,7 +420,7 @@ def _forward_only_skill(
             environment=env or None,
             lineage_id=lin.id,
             step=probe.step,
-            context="simplest",
+            context=context,
         )
         for r in held
         if r not in timed
@@ -412,7 +429,7 @@ def _forward_only_skill(
         probed,
         lin,
         probe.step,
-        "added to the walk's simplest kernel, ",
+        f"added to {onto}, ",
         f"{gpu} ({arch}), forward probe, {at}",
     )
     candidate = probe.candidate or ""
@@ -420,17 +437,13 @@ def _forward_only_skill(
         id=skill_id(probe.pass_name, lin.id, probe.step, forward_only=True),
         name=probe.pass_name,
         intent=(p.DESCRIPTION if p else probe.pass_name)
-        + f" (as at {where}: {described}; learned by adding it to the walk's simplest kernel,"
+        + f" (as at {where}: {described}; learned by adding it to {onto},"
         f" since {probe.pass_name} has no backward form and no step of the walk removes it;"
         f" the expert {expert} has it)",
         category=p.CATEGORY if p else "unknown",
         anchor=p.ANCHOR if p else "",
         rewrite=Rewrite(pass_name=probe.pass_name, params=dict(site.params) if site else {}),
-        exemplar=Exemplar(
-            before=simplest.source,
-            after=candidate,
-            diff=_diff(simplest.source, candidate, expert),
-        ),
+        exemplar=Exemplar(before=before, after=candidate, diff=_diff(before, candidate, expert)),
         conditions=conditions,
         effects=probed,
         provenance=[

@@ -68,9 +68,10 @@ class Effect(BaseModel):
     lineage_id: str | None = None
     step: int | None = None
     # The kernel it was added to: "lineage" (the walk's kernel at that step, which still has
-    # every optimization removed after it) or "simplest" (a forward probe: added to the walk's
-    # last kernel). Optimize starts from simple kernels, so retrieval takes a probe's effect
-    # over the lineage's own for the same lineage and regime.
+    # every optimization removed after it), "simplest" (a forward probe: added to the walk's
+    # last kernel) or "naive" (a forward-only pass added to the family's naive kernel, where
+    # the simplest kernel had no place for it). Optimize starts from simple kernels, so
+    # retrieval takes a probe's effect over the lineage's own for the same lineage and regime.
     context: str = "lineage"
     # How the number was obtained (klineage/metrics.py): "measured" (clears its spread, not
     # launch-bound), "within noise", "launch-bound", or "old timing" (host-inclusive do_bench of

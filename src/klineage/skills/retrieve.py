@@ -93,9 +93,10 @@ def _predict(
     # A forward probe measured the step where optimize starts from (the walk's simplest
     # kernel); the walk measured it with the rest of the expert around. For the same lineage
     # and regime, the probe's effect replaces the walk's; other lineages keep theirs.
-    probed = {(e.lineage_id, e.regime) for e in measured if e.context == "simplest"}
+    forward = ("simplest", "naive")  # a probe: added to a walk's simplest or the naive kernel
+    probed = {(e.lineage_id, e.regime) for e in measured if e.context in forward}
     measured = [
-        e for e in measured if e.context == "simplest" or (e.lineage_id, e.regime) not in probed
+        e for e in measured if e.context in forward or (e.lineage_id, e.regime) not in probed
     ]
     paying = [e.speedup for e in measured if e.speedup is not None and e.speedup >= PAYS_OFF]
     gain = geomean(paying) or 1.0
@@ -127,7 +128,10 @@ def _predict(
                 best, best_d = e, d
         if best is not None and best.speedup is not None:
             predicted[regime] = best.speedup
-            where = " (added to the walk's simplest kernel)" if best.context == "simplest" else ""
+            where = {
+                "simplest": " (added to the walk's simplest kernel)",
+                "naive": " (added to the family's naive kernel)",
+            }.get(best.context, "")
             why.append(
                 f"{regime}: nearest measured regime {best.regime}{where} gave {best.speedup:.2f}x -> predicted {best.speedup:.2f}x"
             )

@@ -251,7 +251,8 @@ class Store(RunTables):
         with self.tx() as c:
             c.execute(
                 "INSERT OR REPLACE INTO probes (lineage_id, step, pass_name, base_node, applied, accepted, failed_stage, message, candidate,"
-                " gate, seconds, created, forward_only) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " gate, seconds, created, forward_only, base_source)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     p.lineage_id,
                     p.step,
@@ -266,6 +267,7 @@ class Store(RunTables):
                     p.seconds,
                     now(),
                     int(p.forward_only),
+                    p.base_source,
                 ),
             )
 
@@ -289,6 +291,7 @@ class Store(RunTables):
                 json.loads(r["gate"]) if r["gate"] else None,
                 r["seconds"],
                 bool(r["forward_only"]),
+                r["base_source"],
             )
             for r in rows
         ]

@@ -162,4 +162,9 @@ MIGRATIONS: list[str] = [
     DROP TABLE probes;
     ALTER TABLE probes_new RENAME TO probes;
     """,
+    # 6: the kernel a forward-only pass was added to when the walk's simplest kernel has no place
+    #    for it: the family's naive kernel (naive.py beside the expert). NULL: the simplest kernel.
+    """
+    ALTER TABLE probes ADD COLUMN base_source TEXT;
+    """,
 ]

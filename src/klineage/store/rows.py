@@ -67,6 +67,9 @@ class ProbeRow:
     # A forward-only pass (no step removes it) added to the simplest kernel, stored at the
     # simplest kernel's step; False: the step's own optimization added back.
     forward_only: bool = False
+    # The kernel a forward-only pass was added to when the simplest kernel has no place for it
+    # (the family's naive kernel); None: the simplest kernel (base_node's).
+    base_source: str | None = None
 
     @classmethod
     def pending(
