@@ -31,6 +31,15 @@ optimize starts; lineage/probe.py), one process per lineage, writing into the da
 (rmsnorm and softmax exist only as skills files from the first run: `--distill --probe`
 re-walks them too.)
 
+With --base, the skills are added to a library built before (its merged skills, and its
+unmerged steps from the -steps.json beside it) instead of an empty one: the forward-only
+probes of 2026-12-02 (one-step walks of the colsum, cumsum and transpose experts on the H200,
+each forward-only pass added to the family's naive kernel; benchmarks/forward_probes_h200.sh)
+were added to the shipped file so:
+
+    PYTHONPATH=src python benchmarks/build_library.py --base src/klineage/data/skills-h200.json \
+        --db benchmarks/results/forward-probes-h200-2026-12-02.db --out src/klineage/data/skills-h200.json
+
 With --cpu-db, the skills of CPU lineages whose pass no GPU lineage gave are added, correctness
 only (the colsum, cumsum and transpose walks of 2026-12-02, before any of them was walked on
 the H200: column_tiling, block_scan, tiled_transpose):
@@ -99,6 +108,12 @@ def main() -> None:
         help="a database of CPU lineages: their skills of passes no GPU lineage gave are added, correctness only",
     )
     ap.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        help="a built library (and its -steps.json beside it) to add to instead of starting empty",
+    )
+    ap.add_argument(
         "--probe",
         action="store_true",
         help="gate the forward probes of every finished GPU lineage first (writes into --db)",
@@ -120,6 +135,12 @@ def main() -> None:
     steps: list = []  # every step's skill before merging: leave-one-out libraries start here
     with tempfile.TemporaryDirectory() as tmp:
         library = open_store(Path(tmp) / "library.db")
+        if args.base is not None:
+            # The skills as built before (merged), and their unmerged steps for leave-one-out.
+            base_steps = args.base.with_name(args.base.stem + "-steps.json")
+            steps += read_json(base_steps) if base_steps.exists() else []
+            created, _ = add_to_library(library, read_json(args.base))
+            print(f"{args.base.name}: {created} skills to start from")
         for db in dbs:
             store = open_store(db)
             for lin in store.list_lineages():

@@ -4,8 +4,9 @@
 # klineage (the configs nearest the experts') and random (configs drawn from the same space),
 # same budget and gate; device time, side by side, torch.compile timed once per problem.
 #   bash benchmarks/search_h200.sh                # carry .whl; results under $OUT/search/
-# BUDGET (3), PER_GPU (8), T (520 s), POLICIES (klineage,random), PROBLEMS and EXTRA (more bench options, e.g.
-# --no-compile) override the defaults. Cut by the timeout, bench.json holds every run that
+# BUDGET (3), PER_GPU (8), T (520 s), POLICIES (klineage,random), PROBLEMS, SKILLS (a skills JSON
+# instead of the shipped library) and EXTRA (more bench options, e.g. --no-compile) override the
+# defaults. Cut by the timeout, bench.json holds every run that
 # finished (it is written after each run), and search.db every trial (their messages).
 # The 2026-12-01 run (docs/benchmarks.md "Search space"):
 #   BUDGET=2 PER_GPU=4 T=470 EXTRA=--no-compile PROBLEMS=matmul_bias_gelu,gemv,batched_matmul,attention_d32 bash benchmarks/search_h200.sh
@@ -21,7 +22,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
 t0=$(date +%s)
 timeout "${T:-520}" python3 -m klineage bench --suite heldout --device cuda --policies "${POLICIES:-klineage,random}" \
-  --budget "${BUDGET:-3}" ${EXTRA:-} --per-gpu "${PER_GPU:-8}" --problems "${PROBLEMS:-$DEFAULT}" --out "$R" > "$R/bench.log" 2>&1
+  --budget "${BUDGET:-3}" ${SKILLS:+--skills "$SKILLS"} ${EXTRA:-} --per-gpu "${PER_GPU:-8}" --problems "${PROBLEMS:-$DEFAULT}" --out "$R" > "$R/bench.log" 2>&1
 echo "bench exit $? after $(( $(date +%s) - t0 )) s" >> "$R/status.txt"
 pkill -f "python3 -m klineage|multiprocessing.spawn|klineage.gate.worker" 2>/dev/null
 # The store is in WAL mode: a plain copy of the .db file can miss every trial.

@@ -77,6 +77,14 @@ def bench(
             help="Database with the `random` rollouts on the corpus the memory baselines learn from (default: --db)."
         ),
     ] = None,
+    skills: Annotated[
+        Path | None,
+        typer.Option(
+            "--skills",
+            help="Skills JSON the skill policies use (default: the shipped library; the corpus "
+            "suite's leave-one-out libraries are built from the shipped steps unless this is given).",
+        ),
+    ] = None,
     out: Annotated[
         Path, typer.Option("--out", help="Directory for bench.json and the knowledge files.")
     ] = Path("bench-runs/latest"),
@@ -166,6 +174,7 @@ def bench(
                 llm=llm,
                 seeds=seeds,
                 rollouts_db=rollouts,
+                skills_file=skills,
                 on_row=on_row,
                 overrides=parse_set(set_),
             )
