@@ -4,7 +4,7 @@
 # (`distill_corpus.py --max-steps 1 --probe`, policy first), side by side in three processes;
 # their forward-only passes (split_k, block_scan, tiled_transpose) have no place in a kernel that
 # keeps the expert's structure, so each is added to the family's naive kernel and gated beside
-# it (lineage/probe.py) on four GPU regimes: the probe's ratio is the skill's effect there.
+# it (lineage/probe.py) on four or five GPU regimes: the probe's ratio is the skill's effect there.
 #   bash benchmarks/forward_probes_h200.sh          # logs under $OUT/probes/<workload>/
 # T (420 s) caps the three walks; REGIMES overrides the regimes (each workload keeps its own).
 # Each walk's database is copied to $OUT/probes/<workload>.db; then, here:
@@ -16,7 +16,7 @@ export PYTHONPATH=/tmp/site:$PWD/src
 if ! command -v bwrap >/dev/null && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1; then
   dpkg -x .whl/deb/bubblewrap_*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
 fi
-REGIMES=${REGIMES:-tall,wide,square,fp32,large,short_rows,long_rows,few_rows,tall_gpu,odd_fp32}
+REGIMES=${REGIMES:-tall,narrow,wide,square,fp32,large,short_rows,long_rows,few_rows,tall_gpu,odd_fp32}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
 t0=$(date +%s)

@@ -48,6 +48,10 @@ REGIMES = {
     "square": dict(M=8192, N=16384, dtype=torch.bfloat16),
     # fp32 (twice the bytes per tile): 128 column blocks, each split 4 ways.
     "fp32": dict(M=2048, N=32768, dtype=torch.float32),
+    # Many rows, few columns (a feature sum over a long batch axis), 128 MB: one column block,
+    # so the rows carry all the parallelism (split 1056 ways on 132 SMs, 8 programs per SM); one
+    # program per column runs 32 programs of 2M serial rows.
+    "narrow": dict(M=2097152, N=32, dtype=torch.bfloat16),
 }
 CPU_REGIMES = ("tiny", "tall_small", "fp16_split")
 
