@@ -204,8 +204,9 @@ def test_retrieval_on_a_held_out_problem_with_the_h200_skills() -> None:
 
 def test_a_threshold_is_not_extrapolated_far_from_the_values_it_was_learned_on() -> None:
     """exp2's threshold 'row_length >= 90510' was learned on vocabularies (1000..256000): for an
-    attention head dimension of 32 it is set aside and the nearest measured regime decides;
-    for a row of 20000 it is used."""
+    attention head dimension of 32 it is set aside, and no measured regime is near enough to
+    stand in (the gain is unknown there); for a row of 20000 it is used; a target near a
+    measured regime takes that regime's effect."""
     from klineage.skills import read_json
     from klineage.skills.retrieve import retrieve
     from tests.conftest import ROOT
@@ -223,7 +224,8 @@ def test_a_threshold_is_not_extrapolated_far_from_the_values_it_was_learned_on()
         target={"head32": {"row_length": 32.0, "rows": 4096.0, "elements": 131072.0}},
     )[0]
     assert any("not used: row_length 32 is outside" in x for x in far.reasons)
-    assert any("nearest measured regime" in x for x in far.reasons)
+    assert any("head32: no measured regime near it" in x for x in far.reasons), far.reasons
+    assert "head32" not in far.predicted and far.selected  # unknown: the gate decides
     near = retrieve(
         [exp2],
         d / "problem.py",
@@ -234,6 +236,37 @@ def test_a_threshold_is_not_extrapolated_far_from_the_values_it_was_learned_on()
         "row_length 2e+04 fails 'pays off when row_length >= 9.051e+04'" in x for x in near.reasons
     )
     assert near.predicted == {"rows20k": 1.0}
+
+
+def test_the_nearest_measured_regime_predicts_only_near_it() -> None:
+    """With no threshold, a measured regime's effect stands for a target regime within about
+    NEAR_FACTOR of it on each shape feature; farther, the gain is unknown (selected, the gate
+    decides), not the effect on another kind of shape."""
+    from klineage.skills.conditions import regime_features
+    from klineage.skills.retrieve import NEAR_FACTOR, retrieve
+    from tests.conftest import ROOT
+
+    old = ROOT / "benchmarks" / "results" / "skills-h200-shipped-2026-11-30.json"
+    exp2 = as_measured(next(s for s in read_json(old) if s.name == "exp2_log2e"))
+    exp2 = exp2.model_copy(update={"conditions": [c for c in exp2.conditions if c.feature is None]})
+    problem = {p.lineage_id: p.problem for p in exp2.provenance}
+    e, feats = next(
+        (e, f)
+        for e in exp2.effects
+        if e.speedup and (f := regime_features(problem[e.lineage_id]).get(e.regime))
+    )
+    d = ROOT / "src" / "klineage" / "heldout" / "attention_d32"
+
+    def at(scale: float) -> Any:
+        target = {"t": {k: v * scale for k, v in feats.items()}}
+        return retrieve([exp2], d / "problem.py", d / "naive.py", target=target)[0]
+
+    near = at(NEAR_FACTOR / 2)
+    assert any(f"t: nearest measured regime {e.regime}" in x for x in near.reasons), near.reasons
+    assert near.predicted["t"] > 0
+    far = at(NEAR_FACTOR * 2)
+    assert "t" not in far.predicted and far.selected
+    assert any(x.startswith("t: no measured regime near it") for x in far.reasons), far.reasons
 
 
 def test_an_effect_on_a_regime_that_never_ran_the_changed_kernel_is_not_trusted() -> None:

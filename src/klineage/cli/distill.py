@@ -242,8 +242,9 @@ def _probe(store: Any, lid: str, config: GateConfig, *, quiet: bool) -> None:
             if data["accepted"]
             else ("[red]rejected[/]" if data["applied"] else "[dim]n/a[/]")
         )
+        onto = " (on the naive kernel)" if data.get("onto") == "naive" else ""
         console.print(
-            f"  probe step {data['step']:>2} {mark} {data['pass']} [dim]{escape(data['message'][:120])}[/]"
+            f"  probe step {data['step']:>2} {mark} {data['pass']}{onto} [dim]{escape(data['message'][:120])}[/]"
         )
 
     if not quiet:

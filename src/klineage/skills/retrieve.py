@@ -57,6 +57,12 @@ def _distance(a: dict[str, float], b: dict[str, float]) -> float:
 # A threshold is used within this factor of the feature values it was learned on, not beyond:
 # "row_length >= 90510" learned on vocabularies says nothing about a head dimension of 64.
 EXTRAPOLATION = 2.0
+# The nearest measured regime predicts only when it is near: within about NEAR_FACTOR on each
+# shape feature compared (log distance ln(NEAR_FACTOR) * sqrt(features)). Farther, the skill's
+# effect there is unknown (the gate decides), not the effect measured on another kind of shape:
+# split_k learned on column sums (rows of a few columns) says nothing about a long-K matmul's
+# 16 rows of a million.
+NEAR_FACTOR = 4.0
 
 
 def _values(c: Condition) -> list[float]:
@@ -126,7 +132,12 @@ def _predict(
             d = _distance(feats, f)
             if d < best_d:
                 best, best_d = e, d
-        if best is not None and best.speedup is not None:
+        near = math.log(NEAR_FACTOR) * math.sqrt(max(1, len(feats)))
+        if best is not None and best.speedup is not None and best_d > near:
+            why.append(
+                f"{regime}: no measured regime near it (the nearest, {best.regime}, is {best_d:.1f} apart in log shape features; near is {near:.1f}): gain unknown"
+            )
+        elif best is not None and best.speedup is not None:
             predicted[regime] = best.speedup
             where = {
                 "simplest": " (added to the walk's simplest kernel)",
