@@ -339,3 +339,23 @@ def test_a_probe_on_the_naive_kernel_becomes_a_skill_learned_there(tmp_path: Pat
     assert any(
         "in the family's naive kernel of colsum/expert.py" in c.evidence for c in skill.conditions
     )
+
+
+def test_structural_skills_come_first_among_those_whose_gain_is_unknown() -> None:
+    from klineage.skills.library import load_library
+    from klineage.skills.retrieve import retrieve
+
+    d = ROOT / "src" / "klineage" / "heldout" / "matmul_long_k_small_mn"
+    shipped, _ = load_library(None)
+    ranked = [
+        r for r in retrieve(shipped, d / "problem.py", d / "naive.py", capability="9.0")
+        if r.selected and not r.predicted
+    ]  # fmt: skip
+    names = [r.skill.name for r in ranked]
+    # split_k (structural: it splits K over programs) before the micro-optimizations that sort
+    # before it by name; with no gain predicted for any of them, nothing else tells them apart.
+    assert "split_k" in names and "cache_eviction_hints" in names, names
+    assert names.index("split_k") < names.index("cache_eviction_hints")
+    assert (
+        all_passes()["split_k"].STRUCTURAL and not all_passes()["cache_eviction_hints"].STRUCTURAL
+    )

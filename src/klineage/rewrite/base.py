@@ -80,6 +80,10 @@ class RewritePass(ABC):
     DESCRIPTION: ClassVar[str]  # what the optimization does and why it helps (forward)
     CATEGORY: ClassVar[str]  # memory, parallelism, arithmetic, tuning, control-flow, hardware
     ANCHOR: ClassVar[str]  # the code construct it attaches to, e.g. "K-loop with tl.dot"
+    # Structural: it changes how the work is split over programs or walked within one (the
+    # grid, a loop over tiles, a scan), the largest gains on a naive kernel. Retrieval tries
+    # such skills first among those whose gain it cannot tell apart (skills/retrieve.py).
+    STRUCTURAL: ClassVar[bool] = False
 
     @abstractmethod
     def backward_sites(self, source: str) -> list[Site]:

@@ -268,4 +268,10 @@ def retrieve(
             r.excluded = "measured"
             r.reasons.append("excluded (measured): predicted no gain on any target regime")
         out.append(r)
-    return sorted(out, key=lambda x: (not x.selected, -x.score, x.skill.name))
+    # Equal predictions (often: gain unknown) are tried structural first, where naive kernels
+    # lose the most (docs/SKILLS.md, "Retrieval").
+    def structural(r: Retrieved) -> bool:
+        p = passes.get(r.pass_name or r.skill.rewrite.pass_name)
+        return bool(p is not None and p.STRUCTURAL)
+
+    return sorted(out, key=lambda x: (not x.selected, -x.score, not structural(x), x.skill.name))

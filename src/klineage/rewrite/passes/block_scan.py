@@ -252,6 +252,7 @@ class BlockScan(ForwardOnly):
         "rows (BLOCK_N = min(4096, next_power_of_2(n)), the cumsum expert's looped tile)."
     )
     CATEGORY = "control-flow"
+    STRUCTURAL = True
     ANCHOR = "one-row-per-program scan: a loop carrying one running sum, or one tl.cumsum tile"
 
     # no backward sites: the looped -> one-tile inverse is online_reduction's (module docstring)

@@ -178,6 +178,7 @@ class CausalBlockSkipping(RewritePass):
         "diagonal block(s) (off-diagonal loop unmasked): ~2x less work at long lengths."
     )
     CATEGORY = "control-flow"
+    STRUCTURAL = True
     ANCHOR = "causal key-block loop (or off-diagonal/diagonal helper calls) in attention"
 
     def _sites(self, source: str, direction: str) -> list[Site]:

@@ -70,6 +70,7 @@ class ColumnTiling(RewritePass):
         "[:, None], reductions axis=0; masks & cols < n_cols; grid cdiv(n_cols, BLOCK_N))."
     )
     CATEGORY = "parallelism"
+    STRUCTURAL = True
     ANCHOR = "one-column-per-program launch kernel[(n_cols,)] of a kernel adding its program id to pointers with unit stride"
 
     def _blocks(self, source: str, one: bool, direction: str) -> list[Site]:

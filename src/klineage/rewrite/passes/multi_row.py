@@ -74,6 +74,7 @@ class MultiRow(RewritePass):
         "rows fill a program instead of leaving most lanes idle."
     )
     CATEGORY = "parallelism"
+    STRUCTURAL = True
     ANCHOR = "one-row-per-program launch kernel[(n_rows,)] of a loop-free row kernel"
 
     def backward_sites(self, source: str) -> list[Site]:

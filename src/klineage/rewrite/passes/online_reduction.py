@@ -214,6 +214,7 @@ class OnlineReduction(RewritePass):
         "register spills, bounded compile size, any row length."
     )
     CATEGORY = "control-flow"
+    STRUCTURAL = True
     ANCHOR = "launcher: if <row fits one block>: single-block launch else: looped launch"
 
     def backward_sites(self, source: str) -> list[Site]:

@@ -182,6 +182,7 @@ class PersistentGrid(RewritePass):
         "setup paid once per program, no tail wave, next block's loads overlap this block's math."
     )
     CATEGORY = "parallelism"
+    STRUCTURAL = True
     ANCHOR = "launcher grid of a kernel looping over blocks by tl.num_programs(0)"
 
     def _sites(self, source: str, capped: bool) -> list[Site]:

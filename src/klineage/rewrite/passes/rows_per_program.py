@@ -358,6 +358,7 @@ class RowsPerProgram(RewritePass):
         "per-program loads shared across rows, instead of one mostly idle program per row."
     )
     CATEGORY = "parallelism"
+    STRUCTURAL = True
     ANCHOR = "launcher: rows-per-program constexpr that divides the row count in the grid"
 
     def _site(self, ctx: Ctx, i: int, m: _Match, direction: str) -> Site:

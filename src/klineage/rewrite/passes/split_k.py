@@ -277,6 +277,7 @@ class SplitK(ForwardOnly):
         "output and casts to the output dtype (deterministic)."
     )
     CATEGORY = "parallelism"
+    STRUCTURAL = True
     ANCHOR = "one top-level `for k in range(0, K, STEP)` loop (or `while k < K` stepped by `k += STEP`) carrying one fp32 accumulator (a sum, a running max or min), stored once after the loop, launched over a literal grid (n,)"
 
     def forward_sites(self, source: str) -> list[Site]:

@@ -231,6 +231,7 @@ class TiledTranspose(ForwardOnly):
         "coalesced."
     )
     CATEGORY = "memory"
+    STRUCTURAL = True
     ANCHOR = "one-line-per-program launch kernel[(n,)] of a pure-copy kernel whose load and store are contiguous along different indices"
 
     # no backward sites: the expert's tile is not a separable step (the module docstring)
