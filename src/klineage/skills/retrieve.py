@@ -268,6 +268,7 @@ def retrieve(
             r.excluded = "measured"
             r.reasons.append("excluded (measured): predicted no gain on any target regime")
         out.append(r)
+
     # Equal predictions (often: gain unknown) are tried structural first, where naive kernels
     # lose the most (docs/SKILLS.md, "Retrieval").
     def structural(r: Retrieved) -> bool:
