@@ -244,7 +244,10 @@ def test_klineage_spends_its_share_on_expert_configs_what_only_on_a_draw_and_the
     def first(policy: str, device: str) -> object:
         ctx = Context(Path("heldout/gemv/problem.py"), Path("naive.py"), device, skills, False, 0, {},
                       best_source=LOCALS, configs=16)  # fmt: skip
-        return next(iter(get_policy(policy).proposals(ctx)), None)
+        # The first table (structural skills, tried before it, have no place in LOCALS).
+        return next(
+            (p for p in get_policy(policy).proposals(ctx) if p.pass_name == "tunables"), None
+        )
 
     mine, drawn = first("klineage", "cuda"), first("what-only", "cuda")
     assert mine.pass_name == drawn.pass_name == "tunables"  # type: ignore[attr-defined]
@@ -253,6 +256,26 @@ def test_klineage_spends_its_share_on_expert_configs_what_only_on_a_draw_and_the
     assert "expert configs" in mine.label and "drawn at random" in drawn.label  # type: ignore[attr-defined]
     cpu = first("klineage", "cpu")
     assert cpu is None or cpu.pass_name != "tunables"  # type: ignore[attr-defined]
+
+
+def test_structural_skills_are_proposed_before_the_table_that_would_hide_their_sites() -> None:
+    """On a naive long-K matmul: split_k, then the tunables table, then the other skills. The
+    table, once kept, makes the launch autotuned with a grid of META, where split_k has no
+    place; so the structure is chosen first, and its constants tuned after."""
+    from klineage.optimize.policies import Context, get_policy
+    from klineage.skills.library import load_library
+    from tests.conftest import ROOT
+
+    skills, _ = load_library(None)
+    d = ROOT / "src" / "klineage" / "heldout" / "matmul_long_k_small_mn"
+    for policy in ("klineage", "what-only"):
+        ctx = Context(d / "problem.py", d / "naive.py", "cuda", skills, False, 0, {},
+                      best_source=(d / "naive.py").read_text(), configs=16)  # fmt: skip
+        names = [p.pass_name for p in get_policy(policy).proposals(ctx)]
+        assert "split_k" in names and "tunables" in names, (policy, names)
+        assert names.index("split_k") < names.index("tunables"), (policy, names)
+        assert names.index("tunables") < names.index("cache_eviction_hints"), (policy, names)
+        assert all_passes()["split_k"].STRUCTURAL
 
 
 def test_a_structural_skill_without_a_site_in_its_own_form_is_written_by_its_other_form() -> None:

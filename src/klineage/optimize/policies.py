@@ -143,8 +143,14 @@ def pass_proposal(ctx: Context, name: str, predicted: float | None = None) -> Pr
     )
 
 
-def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal]:
+def _skill_proposals(
+    ctx: Context, ignore_conditions: bool, structural: bool | None = None
+) -> Iterator[Proposal]:
+    """The retrieved skills on ctx.best_source, as proposals: the selected ones, best predicted
+    first, then (with conditions) those whose conditions predict no gain. `structural` True
+    yields only the selected structural ones; False everything else; None all."""
     from klineage.skills.retrieve import retrieve
+    from klineage.skills.retrieve import structural as is_structural
 
     ranked = retrieve(
         ctx.skills,
@@ -159,9 +165,9 @@ def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal
     )
     tag = "what-only" if ignore_conditions else "skill"
     for r in ranked:
-        if r.selected:
+        if r.selected and (structural is None or structural == is_structural(r)):
             yield _proposal(r, tag)
-    if ignore_conditions:
+    if ignore_conditions or structural:
         return
     # Budget left after every skill whose conditions hold: the budget is fixed, so the skills
     # that apply here but whose conditions predict no gain are tried last, in order of their
@@ -207,8 +213,7 @@ class WhenAware:
     name, knowledge = "klineage", "when"
 
     def proposals(self, ctx: Context) -> Iterator[Proposal]:
-        yield from tuning_proposals(ctx, prior=True)
-        yield from _skill_proposals(ctx, ignore_conditions=False)
+        yield from _structure_then_tuning(ctx, prior=True, ignore_conditions=False)
 
 
 @register_policy("what-only")
@@ -216,8 +221,19 @@ class WhatOnly:
     name, knowledge = "what-only", "what"
 
     def proposals(self, ctx: Context) -> Iterator[Proposal]:
-        yield from tuning_proposals(ctx, prior=False)
-        yield from _skill_proposals(ctx, ignore_conditions=True)
+        yield from _structure_then_tuning(ctx, prior=False, ignore_conditions=True)
+
+
+def _structure_then_tuning(
+    ctx: Context, *, prior: bool, ignore_conditions: bool
+) -> Iterator[Proposal]:
+    """The structural skills first, then the launch constants' table, then the rest. A kept
+    table makes the launch autotuned with a grid of META, where the structural rewrites find no
+    place (on the H200, 2026-12-02, the long-K matmul's tuned kernel had none for split_k, which
+    made its naive kernel 2.8x faster in one step, do_bench 2026-12-01); the structure chosen, its constants are tuned."""
+    yield from _skill_proposals(ctx, ignore_conditions, structural=True)
+    yield from tuning_proposals(ctx, prior=prior)
+    yield from _skill_proposals(ctx, ignore_conditions, structural=False)
 
 
 def shuffled_passes(ctx: Context) -> list[str]:

@@ -166,6 +166,12 @@ def _predict_unconditioned(
     ]
 
 
+def structural(r: Retrieved) -> bool:
+    """Whether the pass that would write it changes the work's structure (RewritePass.STRUCTURAL)."""
+    p = all_passes().get(r.pass_name or r.skill.rewrite.pass_name)
+    return bool(p is not None and p.STRUCTURAL)
+
+
 def retrieve(
     skills: list[Skill],
     problem: Path,
@@ -271,8 +277,4 @@ def retrieve(
 
     # Equal predictions (often: gain unknown) are tried structural first, where naive kernels
     # lose the most (docs/SKILLS.md, "Retrieval").
-    def structural(r: Retrieved) -> bool:
-        p = passes.get(r.pass_name or r.skill.rewrite.pass_name)
-        return bool(p is not None and p.STRUCTURAL)
-
     return sorted(out, key=lambda x: (not x.selected, -x.score, not structural(x), x.skill.name))
