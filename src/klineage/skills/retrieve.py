@@ -270,6 +270,13 @@ def retrieve(
             r.selected = True
             best = max(r.predicted, key=lambda k: r.predicted[k])
             r.reasons.append(f"selected: predicted {r.score:.2f}x on {best}")
+        elif unknown := [t for t in target if t not in r.predicted]:
+            # No gain predicted where something is known, but nothing known on these: an
+            # unknown is not a "no" (the skill is tried after those predicted to pay).
+            r.selected = True
+            r.reasons.append(
+                f"selected: gain unknown on {', '.join(unknown)} (no gain predicted elsewhere); the gate will decide"
+            )
         else:
             r.excluded = "measured"
             r.reasons.append("excluded (measured): predicted no gain on any target regime")
