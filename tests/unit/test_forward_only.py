@@ -23,6 +23,7 @@ from tests.unit.test_walk import _row
 TRANSPOSE = KERNELS / "transpose"
 HELDOUT = ROOT / "src" / "klineage" / "heldout" / "batched_transpose_last2"
 TILE = "tiled_transpose"
+COLSUM = KERNELS / "colsum"
 
 
 def _gate(ms: dict[str, float], kernel: str = "_transpose_kernel") -> dict[str, Any]:
@@ -32,18 +33,26 @@ def _gate(ms: dict[str, float], kernel: str = "_transpose_kernel") -> dict[str, 
     ]}  # fmt: skip
 
 
-def _lineage(store: Store, expert: str, simplest: str, gates: tuple[dict, dict] = ({}, {})) -> int:
-    """A done two-node lineage "L1" on the transpose problem: expert -> simplest by one
-    block_size step. Returns the simplest node's id."""
+def _lineage(
+    store: Store,
+    expert: str,
+    simplest: str,
+    gates: tuple[dict, dict] = ({}, {}),
+    workload: Path = TRANSPOSE,
+    device: str = "cpu",
+) -> int:
+    """A done two-node lineage "L1" on `workload`'s problem (the transpose's by default):
+    expert -> simplest by one block_size step. Returns the simplest node's id."""
+    regimes = ["odd", "even"] if workload == TRANSPOSE else []
     store.create_lineage(
         "L1",
-        str(TRANSPOSE / "problem.py"),
-        str(TRANSPOSE / "expert.py"),
+        str(workload / "problem.py"),
+        str(workload / "expert.py"),
         "p",
         "e",
-        "cpu",
+        device,
         "first",
-        ["odd", "even"],
+        regimes,
     )
     n0 = store.add_node("L1", 0, None, None, expert, "s0", gates[0])
     site = {"function": "", "line": 22, "description": "BLOCK_M_SIZE = 64", "params": {}}
@@ -93,11 +102,8 @@ def test_a_store_from_before_forward_only_probes_opens_with_its_probes(tmp_path:
     assert len(open_store(path).probes("L1")) == 2  # reopening migrates nothing
 
 
-def test_forward_only_passes_are_probed_only_where_the_expert_has_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    naive = (TRANSPOSE / "naive.py").read_text()
-    expert = (TRANSPOSE / "expert.py").read_text()
+def _accepting_gate(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, dict[str, Any]]]:
+    """The probes' gate replaced by one that accepts everything; returns the calls it got."""
     gated: list[tuple[Path, dict[str, Any]]] = []
 
     def fake_gate(problem: Path, candidate: Path, **kw: Any) -> Any:
@@ -107,6 +113,15 @@ def test_forward_only_passes_are_probed_only_where_the_expert_has_them(
         )
 
     monkeypatch.setattr(probe_mod, "run_gate", fake_gate)
+    return gated
+
+
+def test_forward_only_passes_are_probed_only_where_the_expert_has_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    naive = (TRANSPOSE / "naive.py").read_text()
+    expert = (TRANSPOSE / "expert.py").read_text()
+    gated = _accepting_gate(monkeypatch)
     forward = sorted(n for n, p in all_passes().items() if isinstance(p, probe_mod.ForwardOnly))
     assert TILE in forward and "block_scan" in forward
 
@@ -252,24 +267,11 @@ def test_a_forward_only_skill_is_retrieved_and_proposed_for_a_naive_transpose(
     assert m.source is not None and "tl.program_id(1)" in m.source, m.reason
 
 
-COLSUM = KERNELS / "colsum"
-
-
 def _colsum_lineage(store: Store, gates: tuple[dict, dict] = ({}, {}), device: str = "cpu") -> int:
     """A done lineage "L1" on the colsum problem whose simplest kernel still has the expert's
     row split (no step removes it), as the real walk's does. Returns the simplest node's id."""
     expert = (COLSUM / "expert.py").read_text()
-    store.create_lineage(
-        "L1", str(COLSUM / "problem.py"), str(COLSUM / "expert.py"), "p", "e", device, "first", []
-    )
-    n0 = store.add_node("L1", 0, None, None, expert, "s0", gates[0])
-    site = {"function": "", "line": 1, "description": "by hand", "params": {}}
-    a1 = store.add_attempt(
-        "L1", n0, 1, "num_warps", "k1", site, applied=True, accepted=True, reason="by hand"
-    )
-    n1 = store.add_node("L1", 1, n0, a1, expert, "s1", gates[1])
-    store.set_lineage_status("L1", "done", "by hand")
-    return n1
+    return _lineage(store, expert, expert, gates, COLSUM, device)
 
 
 def test_a_forward_only_pass_with_no_place_in_the_simplest_kernel_is_added_to_the_naive_one(
@@ -281,15 +283,7 @@ def test_a_forward_only_pass_with_no_place_in_the_simplest_kernel_is_added_to_th
     # The colsum expert splits its rows (split_k's structure): no place in it, nor in the
     # simplest kernel that keeps the split; the naive kernel's serial walk down a column is one.
     assert not split_k.forward_sites(expert) and split_k.forward_sites(naive)
-    gated: list[tuple[Path, dict[str, Any]]] = []
-
-    def fake_gate(problem: Path, candidate: Path, **kw: Any) -> Any:
-        gated.append((candidate, kw))
-        return SimpleNamespace(
-            accepted=True, failed_stage=None, message="", model_dump=lambda mode: {"ok": 1}
-        )
-
-    monkeypatch.setattr(probe_mod, "run_gate", fake_gate)
+    gated = _accepting_gate(monkeypatch)
     store = open_store(tmp_path / "k.db")
     simplest = _colsum_lineage(store)
     events: list[tuple[str, dict]] = []
