@@ -371,3 +371,12 @@ def test_memory_baselines_learn_from_rollouts_and_tell_the_llm(tmp_path: Path) -
         and "What earlier attempts taught" in prompt
         and "You cannot add block_size" in prompt
     )
+
+
+def test_a_gpu_run_is_judged_and_its_skills_matched_on_the_regimes_sized_for_it() -> None:
+    from klineage.optimize.decide import timed_regimes
+
+    src = 'REGIMES = {"tiny": {}, "big": {}}\nCPU_REGIMES = ("tiny",)\n'
+    assert timed_regimes(src, ["tiny", "big"], "cuda") == ["big"]
+    assert timed_regimes(src, ["tiny", "big"], "cpu") == []  # nothing is timed on a CPU
+    assert timed_regimes("REGIMES = {}\n", ["a"], "cuda") == ["a"]  # no CPU_REGIMES: all

@@ -188,11 +188,12 @@ def skills_retrieve(
         check_overrides(problem, overrides)
         _, skills, label = _library(db)
         console.print(f"skills from {escape(label)}")
-        target = (
-            {r: features(e) for r, e in regime_shapes(problem, overrides=overrides).items()}
-            if overrides
-            else None
-        )
+        # As optimize matches them: on a GPU, to the regimes it would time.
+        from klineage.optimize.decide import timed_regimes
+
+        target = {r: features(e) for r, e in regime_shapes(problem, overrides=overrides).items()}
+        timed = timed_regimes(problem.read_text(encoding="utf-8"), list(target), device)
+        target = {r: f for r, f in target.items() if r in timed} if timed else target
         results = retrieve(
             skills, problem, kernel, device=device, capability=capability, target=target
         )

@@ -37,6 +37,15 @@ def cpu_regimes_of(problem_src: str) -> list[str]:
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
 
+def timed_regimes(problem_src: str, names: list[str], device: str) -> list[str]:
+    """The regimes a run on `device` is judged on: on a GPU those of `names` sized for it
+    (not CPU_REGIMES, the interpreter's tiny ones); none on a CPU, where nothing is timed."""
+    if device != "cuda":
+        return []
+    cpu = cpu_regimes_of(problem_src)
+    return [r for r in names if r not in cpu]
+
+
 def regime_names_of(problem_src: str) -> list[str]:
     """The keys of REGIMES, in order, if it is a dict literal (its values may be any code)."""
     node = _module_value(problem_src, "REGIMES")

@@ -33,7 +33,7 @@ from klineage.gate.request import Event
 from klineage.lineage.walk import candidate_file, sha
 from klineage.llm.base import LLMBackend
 from klineage.metrics import geomean
-from klineage.optimize.decide import cpu_regimes_of, speedup
+from klineage.optimize.decide import speedup, timed_regimes
 from klineage.optimize.materialize import LLMMaterializer, Materialized, mechanical
 from klineage.optimize.policies import CPU_CONFIGS, Context, Proposal, get_policy
 from klineage.optimize.summary import RegimeSummary, RunSummary
@@ -116,18 +116,13 @@ class Optimizer:
         self.memory = memory
         self.emit = on_event or (lambda kind, data: None)
         self.problem_src, self.kernel_src = read_source(problem), read_source(kernel)
-        cpu = cpu_regimes_of(self.problem_src)
         shapes = regime_shapes(problem, overrides=settings.overrides)
         self.target = {r: features(e) for r, e in shapes.items()}
         self.regime_text = "\n".join(
             f"- {r}: inputs {e['shapes']} {e['dtypes']}" for r, e in shapes.items()
         )
         # On a GPU, speed is judged on the regimes sized for it (not the interpreter's tiny ones).
-        self.timed = (
-            [r for r in (settings.regimes or list(shapes)) if r not in cpu]
-            if device == "cuda"
-            else []
-        )
+        self.timed = timed_regimes(self.problem_src, settings.regimes or list(shapes), device)
         if self.timed:
             # Skills are matched to the regimes the run is judged on: on a GPU not the
             # interpreter's tiny ones (a threshold met only there predicted gains nowhere timed).
