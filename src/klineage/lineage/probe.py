@@ -158,11 +158,12 @@ def probe_lineage(
         t0 = time.perf_counter()
         row = ProbeRow.pending(lin.id, simplest.step, fp.NAME, simplest.id, forward_only=True)
         base, onto = simplest.source, "the simplest kernel"
-        if not fp.forward_sites(base) and naive is not None and fp.forward_sites(naive):
+        placed = bool(fp.forward_sites(base))
+        if not placed and naive is not None and fp.forward_sites(naive):
             # The walk kept the optimization's structure (the colsum expert's row split has no
             # backward form): the family's naive kernel is where optimize starts from anyway.
-            base, onto, row.base_source = naive, f"the naive kernel ({NAIVE})", naive
-        if not fp.forward_sites(base):
+            base, onto, row.base_source, placed = naive, f"the naive kernel ({NAIVE})", naive, True
+        if not placed:
             row.message = f"no place to add it to the simplest kernel ({fp.ANCHOR})" + (
                 f" nor to the naive kernel ({NAIVE})" if naive is not None else ""
             )

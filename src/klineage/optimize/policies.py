@@ -230,7 +230,8 @@ def _structure_then_tuning(
     """The structural skills first, then the launch constants' table, then the rest. A kept
     table makes the launch autotuned with a grid of META, where the structural rewrites find no
     place (on the H200, 2026-12-02, the long-K matmul's tuned kernel had none for split_k, which
-    made its naive kernel 2.8x faster in one step, do_bench 2026-12-01); the structure chosen, its constants are tuned."""
+    made its naive kernel 2.8x faster in one step, do_bench 2026-12-01). The structure chosen,
+    the table tunes its constants; the rest are retrieved again on the kernel that results."""
     yield from _skill_proposals(ctx, ignore_conditions, structural=True)
     yield from tuning_proposals(ctx, prior=prior)
     yield from _skill_proposals(ctx, ignore_conditions, structural=False)
