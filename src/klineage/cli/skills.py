@@ -191,11 +191,18 @@ def skills_retrieve(
         # As optimize matches them: on a GPU, to the regimes it would time.
         from klineage.optimize.decide import timed_regimes
 
-        target = {r: features(e) for r, e in regime_shapes(problem, overrides=overrides).items()}
+        inputs = regime_shapes(problem, overrides=overrides)
+        target = {r: features(e) for r, e in inputs.items()}
         timed = timed_regimes(problem.read_text(encoding="utf-8"), list(target), device)
         target = {r: f for r, f in target.items() if r in timed} if timed else target
         results = retrieve(
-            skills, problem, kernel, device=device, capability=capability, target=target
+            skills,
+            problem,
+            kernel,
+            device=device,
+            capability=capability,
+            target=target,
+            shapes={r: e["shapes"] for r, e in inputs.items()},
         )
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")

@@ -116,7 +116,7 @@ class Optimizer:
         self.memory = memory
         self.emit = on_event or (lambda kind, data: None)
         self.problem_src, self.kernel_src = read_source(problem), read_source(kernel)
-        shapes = regime_shapes(problem, overrides=settings.overrides)
+        self.shapes = shapes = regime_shapes(problem, overrides=settings.overrides)
         self.target = {r: features(e) for r, e in shapes.items()}
         self.regime_text = "\n".join(
             f"- {r}: inputs {e['shapes']} {e['dtypes']}" for r, e in shapes.items()
@@ -239,6 +239,7 @@ class Optimizer:
             self.capability,
             st.best_source,
             memory=self.memory,
+            shapes={r: e["shapes"] for r, e in self.shapes.items()},
             configs=self.config.configs_per_call if self.device == "cuda" else CPU_CONFIGS,
         )
         trials = TrialRecorder(

@@ -51,6 +51,7 @@ class Context:
     capability: str | None = None
     best_source: str = ""
     memory: Any = None  # a bench.memory.Memory for the memory-based baselines
+    shapes: dict[str, list[list[int]]] = field(default_factory=dict)  # regime -> input shapes
     # Configs one tunables proposal may carry: the gate's configs_per_call on a GPU (each is
     # timed); CPU_CONFIGS on the CPU, where each is only checked, in the interpreter.
     configs: int = 16
@@ -143,16 +144,11 @@ def pass_proposal(ctx: Context, name: str, predicted: float | None = None) -> Pr
     )
 
 
-def _skill_proposals(
-    ctx: Context, ignore_conditions: bool, structural: bool | None = None
-) -> Iterator[Proposal]:
-    """The retrieved skills on ctx.best_source, as proposals: the selected ones, best predicted
-    first, then (with conditions) those whose conditions predict no gain. `structural` True
-    yields only the selected structural ones; False everything else; None all."""
+def _retrieved(ctx: Context, ignore_conditions: bool) -> list[Any]:
+    """skills.retrieve on ctx.best_source: every skill, selected first, best predicted first."""
     from klineage.skills.retrieve import retrieve
-    from klineage.skills.retrieve import structural as is_structural
 
-    ranked = retrieve(
+    return retrieve(
         ctx.skills,
         ctx.problem,
         ctx.kernel,
@@ -162,12 +158,50 @@ def _skill_proposals(
         source=ctx.best_source,
         target=ctx.target,
         ignore_conditions=ignore_conditions,
+        shapes=ctx.shapes,
     )
+
+
+def _structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal]:
+    """The selected structural skills, retrieved again on the best kernel each time one is
+    kept: a structural rewrite changes what the others find and what their conditions read
+    (column tiling turns 384 column programs into 3, where a split over rows is then what the
+    GPU needs; split first, the tiling finds no place). Within one retrieval, the skills judged
+    on the program count (RewritePass.BY_PROGRAMS) come after those that reshape the grid."""
+    from klineage.rewrite import all_passes
+    from klineage.skills.retrieve import structural as is_structural
+
+    tag = "what-only" if ignore_conditions else "skill"
+    passes = all_passes()
+    tried: set[str] = set()
+    while True:
+        source = ctx.best_source
+        ranked = [r for r in _retrieved(ctx, ignore_conditions) if r.selected and is_structural(r)]
+        ranked.sort(key=lambda r: passes[r.pass_name or r.skill.rewrite.pass_name].BY_PROGRAMS)
+        fresh = [p for p in (_proposal(r, tag) for r in ranked) if p.key not in tried]
+        if not fresh:
+            return
+        for prop in fresh:
+            tried.add(prop.key)
+            yield prop
+            if ctx.best_source != source:
+                break  # kept: what applies now is read from the new kernel
+        else:
+            return
+
+
+def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal]:
+    """The retrieved skills on ctx.best_source, as proposals, but the structural ones: the
+    selected, best predicted first, then (with conditions) those whose conditions predict no
+    gain."""
+    from klineage.skills.retrieve import structural as is_structural
+
+    ranked = _retrieved(ctx, ignore_conditions)
     tag = "what-only" if ignore_conditions else "skill"
     for r in ranked:
-        if r.selected and (structural is None or structural == is_structural(r)):
+        if r.selected and not is_structural(r):
             yield _proposal(r, tag)
-    if ignore_conditions or structural:
+    if ignore_conditions:
         return
     # Budget left after every skill whose conditions hold: the budget is fixed, so the skills
     # that apply here but whose conditions predict no gain are tried last, in order of their
@@ -232,9 +266,9 @@ def _structure_then_tuning(
     place (on the H200, 2026-12-02, the long-K matmul's tuned kernel had none for split_k, which
     made its naive kernel 2.8x faster in one step, do_bench 2026-12-01). The structure chosen,
     the table tunes its constants; the rest are retrieved again on the kernel that results."""
-    yield from _skill_proposals(ctx, ignore_conditions, structural=True)
+    yield from _structural_proposals(ctx, ignore_conditions)
     yield from tuning_proposals(ctx, prior=prior)
-    yield from _skill_proposals(ctx, ignore_conditions, structural=False)
+    yield from _skill_proposals(ctx, ignore_conditions)
 
 
 def shuffled_passes(ctx: Context) -> list[str]:

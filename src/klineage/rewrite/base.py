@@ -84,6 +84,12 @@ class RewritePass(ABC):
     # grid, a loop over tiles, a scan), the largest gains on a naive kernel. Retrieval tries
     # such skills first among those whose gain it cannot tell apart (skills/retrieve.py).
     STRUCTURAL: ClassVar[bool] = False
+    # Its gain depends on how many programs the kernel launches (split_k adds programs to a
+    # kernel with too few to fill the GPU; a persistent grid folds too many onto the SMs): its
+    # condition is learned on that count first (skills/conditions.py), read from the launcher
+    # (rewrite/grid.py), and retrieval tries it after the structural skills that reshape the
+    # grid, on the kernel they leave (optimize/policies.py).
+    BY_PROGRAMS: ClassVar[bool] = False
 
     @abstractmethod
     def backward_sites(self, source: str) -> list[Site]:

@@ -2,7 +2,8 @@
 skill paid off (>= 1.05x) from those where it did not.
 
 With the regimes of one problem, the rule is the simplest that fits: for the first feature
-(row_length, rows, elements) on which every paying regime lies below every non-paying one (or
+(row_length, rows, elements; for a skill that spreads work over programs, first the number of
+programs the kernel launched) on which every paying regime lies below every non-paying one (or
 above), the threshold is the geometric midpoint between the two groups. When none separates
 them, no threshold is claimed and the regimes are listed instead.
 """
@@ -10,15 +11,23 @@ them, no threshold is claimed and the regimes are listed instead.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from klineage.metrics import PAYS_OFF
 from klineage.problem.shapes import features, regime_shapes
 from klineage.skills.model import Condition
 
 FEATURES = ("row_length", "rows", "elements")
+# For a skill whose gain depends on how many programs the kernel launches (RewritePass.BY_PROGRAMS:
+# split_k, persistent_grid), `programs` (of the kernel it was added to) is tried first: the
+# column sum's split over rows paid on its 32-column regime (32 programs) and not on its
+# 2048-column ones, and what carries over to another kernel is the program count, not the
+# column count (a long-K matmul launches 256 programs for a "row length" of a million).
+BY_PROGRAMS = ("programs", *FEATURES)
 
-_SHAPES: dict[str, dict[str, dict[str, float]]] = {}
+_INPUTS: dict[str, dict[str, dict[str, Any]]] = {}
 
 
 def locate_problem(path: str) -> Path | None:
@@ -42,52 +51,78 @@ def _disk_cache(source: str) -> Path:
 
     return (
         default_cache_dir()
-        / "regime-features"
+        / "regime-shapes"
         / f"{hashlib.sha256(source.encode()).hexdigest()[:24]}.json"
     )
 
 
-def regime_features(problem: str) -> dict[str, dict[str, float]]:
-    """Features of every regime of a problem; empty if it cannot be read. Cached per path in
-    memory and per file content on disk: reading them runs the problem in a child process
-    (seconds), and a skill card or retrieval needs them for every problem a skill came from."""
+def regime_inputs(problem: str) -> dict[str, dict[str, Any]]:
+    """{regime: {"shapes": [...], "dtypes": [...]}} of a problem; empty if it cannot be read.
+    Cached per path in memory and per file content on disk: reading them runs the problem in a
+    child process (seconds), and a skill card or retrieval needs them for every problem a skill
+    came from."""
     import json
 
-    if problem not in _SHAPES:
-        located = locate_problem(problem)
+    if problem in _INPUTS:
+        return _INPUTS[problem]
+    located = locate_problem(problem)
+    cached = None
+    try:
+        source = located.read_text(encoding="utf-8") if located else ""
+        cached = _disk_cache(source) if source else None
+        if cached is not None and cached.exists():
+            _INPUTS[problem] = json.loads(cached.read_text(encoding="utf-8"))
+            return _INPUTS[problem]
+    except (OSError, ValueError):
         cached = None
+    try:
+        shapes = regime_shapes(located) if located else {}
+    except Exception:  # an unreadable problem yields no features, and so no threshold
+        shapes = {}
+    _INPUTS[problem] = shapes
+    if cached is not None and shapes:
         try:
-            source = located.read_text(encoding="utf-8") if located else ""
-            cached = _disk_cache(source) if source else None
-            if cached is not None and cached.exists():
-                _SHAPES[problem] = json.loads(cached.read_text(encoding="utf-8"))
-                return _SHAPES[problem]
-        except (OSError, ValueError):
-            cached = None
-        try:
-            shapes = regime_shapes(located) if located else {}
-        except Exception:  # an unreadable problem yields no features, and so no threshold
-            shapes = {}
-        _SHAPES[problem] = {r: features(e) for r, e in shapes.items()}
-        if cached is not None and shapes:
-            try:
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cached.with_suffix(".tmp")
-                tmp.write_text(json.dumps(_SHAPES[problem]), encoding="utf-8")
-                tmp.replace(cached)
-            except OSError:
-                pass  # no cache is a slower card, nothing worse
-    return _SHAPES[problem]
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(".tmp")
+            tmp.write_text(json.dumps(shapes), encoding="utf-8")
+            tmp.replace(cached)
+        except OSError:
+            pass  # no cache is a slower card, nothing worse
+    return shapes
+
+
+def regime_features(problem: str) -> dict[str, dict[str, float]]:
+    """Shape features of every regime of a problem (problem/shapes.py `features`)."""
+    return {r: features(e) for r, e in regime_inputs(problem).items()}
+
+
+def with_programs(
+    feats: dict[str, dict[str, float]], shapes: Mapping[str, Sequence[Sequence[int]]], source: str
+) -> dict[str, dict[str, float]]:
+    """`feats` with each regime's `programs`: how many programs the kernel `source` launches
+    there (rewrite/grid.py, read from its launcher, never run) at the regime's input `shapes`,
+    where that can be read."""
+    from klineage.rewrite.grid import programs
+
+    out = {}
+    for r, f in feats.items():
+        n = programs(source, shapes[r]) if r in shapes else None
+        out[r] = {**f, "programs": float(n)} if n else dict(f)
+    return out
 
 
 def learn_threshold(
-    speedups: dict[str, float], feats: dict[str, dict[str, float]], problem: str, evidence: str
+    speedups: dict[str, float],
+    feats: dict[str, dict[str, float]],
+    problem: str,
+    evidence: str,
+    order: tuple[str, ...] = FEATURES,
 ) -> Condition | None:
     pays = [r for r, x in speedups.items() if x >= PAYS_OFF and r in feats]
     nots = [r for r, x in speedups.items() if x < PAYS_OFF and r in feats]
     if not pays or not nots:
         return None
-    for f in FEATURES:
+    for f in order:
         if any(f not in feats[r] for r in pays + nots):
             continue
         pv, nv = [feats[r][f] for r in pays], [feats[r][f] for r in nots]

@@ -20,7 +20,14 @@ from typing import Any
 from klineage.gate.records import GateJSON, Status, regime_outcomes
 from klineage.metrics import PAYS_OFF, Speedup, inverse, speedups
 from klineage.rewrite import RewritePass, all_passes
-from klineage.skills.conditions import learn_threshold, regime_features
+from klineage.skills.conditions import (
+    BY_PROGRAMS,
+    FEATURES,
+    learn_threshold,
+    regime_features,
+    regime_inputs,
+    with_programs,
+)
 from klineage.skills.model import (
     Condition,
     Effect,
@@ -169,22 +176,36 @@ def skill_id(pass_name: str, lineage_id: str, step: int, *, forward_only: bool =
 
 
 def _speed_conditions(
-    effects: list[Effect], lin: LineageRow, step: int, prefix: str, evidence: str
+    effects: list[Effect],
+    lin: LineageRow,
+    step: int,
+    prefix: str,
+    evidence: str,
+    added_to: tuple[str, RewritePass | None],
 ) -> list[Condition]:
     """The learned threshold (when one separates the regimes) and the "pays off" predicate of
-    measured effects; `prefix` says where they were measured, `evidence` how."""
+    measured effects; `prefix` says where they were measured, `evidence` how, `added_to` the
+    kernel the optimization was added to and its pass (a BY_PROGRAMS pass is judged first on
+    how many programs that kernel launched)."""
     measured = [e for e in effects if e.measured and e.speedup is not None]
     # Thresholds and "pays off" come only from effects that are evidence (klineage/metrics.py):
     # launch-bound regimes and gains within the measured spread never count as paying.
     speeds = {
         e.regime: e.speedup for e in measured if pays(e) is not None and e.speedup is not None
     }
+    feats = regime_features(lin.problem_path)
+    source, p = added_to
+    by_programs = p is not None and p.BY_PROGRAMS
+    if by_programs and len(speeds) > 1:
+        inputs = regime_inputs(lin.problem_path)
+        feats = with_programs(feats, {r: e["shapes"] for r, e in inputs.items()}, source)
     learned = (
         learn_threshold(
             speeds,
-            regime_features(lin.problem_path),
+            feats,
             lin.problem_path,
             f"lineage {lin.id} step {step}",
+            BY_PROGRAMS if by_programs else FEATURES,
         )
         if len(speeds) > 1
         else None
@@ -279,6 +300,7 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
             child.step,
             "",
             f"{gpu} ({arch}), child/parent time side by side, lineage {lin.id} step {child.step}",
+            (child.source, p),
         )
         if probed:
             conditions.append(
@@ -431,6 +453,7 @@ def _forward_only_skill(
         probe.step,
         f"added to {onto}, ",
         f"{gpu} ({arch}), forward probe, {at}",
+        (before, p),
     )
     candidate = probe.candidate or ""
     return Skill(

@@ -16,7 +16,7 @@ from pathlib import Path
 from klineage.metrics import geomean
 from klineage.problem.shapes import features, regime_shapes
 from klineage.rewrite import all_passes
-from klineage.skills.conditions import PAYS_OFF, regime_features
+from klineage.skills.conditions import PAYS_OFF, regime_features, with_programs
 from klineage.skills.extract import HARDWARE_CONDITIONS, trusted
 from klineage.skills.model import Condition, Skill
 
@@ -81,7 +81,10 @@ def _span(c: Condition) -> str:
 
 def _within(c: Condition, feats: dict[str, float]) -> bool:
     """Whether a target's feature lies where the threshold's source regimes were (their
-    problem's regimes, within EXTRAPOLATION); a threshold without a known source is used."""
+    problem's regimes, within EXTRAPOLATION); a threshold without a known source is used. A
+    threshold on `programs` is used at any count: it is the GPU's to fill, whatever the kernel."""
+    if c.feature == "programs":
+        return True
     v = _values(c)
     x = feats.get(c.feature or "")
     if not v or x is None:
@@ -124,7 +127,8 @@ def _predict(
                 f"{regime}: {c.feature} {feats.get(c.feature or '', float('nan')):.4g} {'meets' if ok else 'fails'} '{c.predicate}' -> predicted {predicted[regime]:.2f}x"
             )
             continue
-        # No threshold: the nearest measured regime of any source problem decides.
+        # No threshold: the nearest measured regime of any source problem decides, by shape.
+        feats = {k: v for k, v in feats.items() if k != "programs"}
         best, best_d = None, math.inf
         for e in measured:
             src = next((p.problem for p in skill.provenance if p.lineage_id == e.lineage_id), None)
@@ -183,16 +187,23 @@ def retrieve(
     source: str | None = None,
     target: dict[str, dict[str, float]] | None = None,
     ignore_conditions: bool = False,
+    shapes: dict[str, list[list[int]]] | None = None,
 ) -> list[Retrieved]:
     """Every skill, selected or excluded with reasons; selected first, best predicted first.
 
     With `llm`, a skill whose pass finds no site in the kernel is not excluded: an LLM may
     write it (its materializer is "llm"). With `ignore_conditions` (the what-only baseline),
     measured conditions are not consulted: the prediction is the skill's typical paying effect
-    wherever it was measured. `source` and `target` (regime features) skip re-reading them."""
+    wherever it was measured. `source` and `target` (regime features) skip re-reading them;
+    `shapes` (each regime's input shapes) gives each regime the number of programs the kernel
+    launches there, for the skills whose condition is on it."""
     source = source if source is not None else kernel.read_text(encoding="utf-8")
     if target is None:
-        target = {r: features(e) for r, e in regime_shapes(problem).items()}
+        inputs = regime_shapes(problem)
+        target = {r: features(e) for r, e in inputs.items()}
+        shapes = {r: e["shapes"] for r, e in inputs.items()}
+    if shapes and any(c.feature == "programs" for s in skills for c in s.conditions):
+        target = with_programs(target, shapes, source)
     passes = all_passes()
     out: list[Retrieved] = []
     for s in skills:

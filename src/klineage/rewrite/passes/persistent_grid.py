@@ -183,6 +183,7 @@ class PersistentGrid(RewritePass):
     )
     CATEGORY = "parallelism"
     STRUCTURAL = True
+    BY_PROGRAMS = True
     ANCHOR = "launcher grid of a kernel looping over blocks by tl.num_programs(0)"
 
     def _sites(self, source: str, capped: bool) -> list[Site]:

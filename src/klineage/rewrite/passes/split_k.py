@@ -278,6 +278,7 @@ class SplitK(ForwardOnly):
     )
     CATEGORY = "parallelism"
     STRUCTURAL = True
+    BY_PROGRAMS = True
     ANCHOR = "one top-level `for k in range(0, K, STEP)` loop (or `while k < K` stepped by `k += STEP`) carrying one fp32 accumulator (a sum, a running max or min), stored once after the loop, launched over a literal grid (n,)"
 
     def forward_sites(self, source: str) -> list[Site]:
