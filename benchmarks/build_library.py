@@ -40,6 +40,16 @@ were added to the shipped file so:
     PYTHONPATH=src python benchmarks/build_library.py --base src/klineage/data/skills-h200.json \
         --db benchmarks/results/forward-probes-h200-2026-12-02.db --out src/klineage/data/skills-h200.json
 
+With --reextract (and --base), the lineages of --db that the base already holds are extracted
+again and the library is merged again from its unmerged steps, those lineages' replaced: how the
+colsum lineage's split_k condition was re-learned on the program count (2026-12-03):
+
+    cp benchmarks/results/forward-probes-h200-2026-12-02/colsum.db /tmp/colsum.db
+    PYTHONPATH=src python benchmarks/build_library.py --base src/klineage/data/skills-h200.json \
+        --db /tmp/colsum.db --reextract --out src/klineage/data/skills-h200.json
+
+(a copy: opening a database migrates it, and the committed raw results stay as they came back).
+
 With --cpu-db, the skills of CPU lineages whose pass no GPU lineage gave are added, correctness
 only (the colsum, cumsum and transpose walks of 2026-12-02, before any of them was walked on
 the H200: column_tiling, block_scan, tiled_transpose):
@@ -114,6 +124,12 @@ def main() -> None:
         help="a built library (and its -steps.json beside it) to add to instead of starting empty",
     )
     ap.add_argument(
+        "--reextract",
+        action="store_true",
+        help="with --base: the lineages of --db it already holds are extracted again (after a "
+        "change in how skills are extracted) and the library merged again from the unmerged steps",
+    )
+    ap.add_argument(
         "--probe",
         action="store_true",
         help="gate the forward probes of every finished GPU lineage first (writes into --db)",
@@ -139,7 +155,16 @@ def main() -> None:
             # The skills as built before (merged), and their unmerged steps for leave-one-out.
             base_steps = args.base.with_name(args.base.stem + "-steps.json")
             steps += read_json(base_steps) if base_steps.exists() else []
-            created, _ = add_to_library(library, read_json(args.base))
+            if args.reextract:
+                # Merging the unmerged steps gives the merged file again (checked on the
+                # shipped one): so the base's steps of a lineage read again here are replaced.
+                again = {lin.id for db in dbs for lin in open_store(db).list_lineages()}
+                kept = [s for s in steps if not {p.lineage_id for p in s.provenance} & again]
+                print(f"{args.base.name}: {len(steps) - len(kept)} step skills to extract again")
+                steps = kept
+                created, _ = add_to_library(library, steps)
+            else:
+                created, _ = add_to_library(library, read_json(args.base))
             print(f"{args.base.name}: {created} skills to start from")
         for db in dbs:
             store = open_store(db)

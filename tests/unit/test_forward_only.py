@@ -341,8 +341,8 @@ def test_structural_skills_come_first_among_those_whose_gain_is_unknown() -> Non
 
     d = ROOT / "src" / "klineage" / "heldout" / "matmul_long_k_small_mn"
     shipped, _ = load_library(None)
-    # The 1M-long K: far from every regime split_k was measured on (column sums), and outside
-    # the values of its threshold, so its gain there is unknown, as most skills' is.
+    # The 1M-long K, its program count not given: far from every regime split_k was measured
+    # on (column sums), so its gain there is unknown, as most skills' is.
     from klineage.problem.shapes import features, regime_shapes
 
     target = {"k1m_bf16": features(regime_shapes(d / "problem.py")["k1m_bf16"])}
@@ -369,12 +369,21 @@ def test_a_skill_predicted_no_gain_somewhere_and_unknown_elsewhere_is_still_trie
     shapes = regime_shapes(d / "problem.py")
     target = {r: features(shapes[r]) for r in ("k1m_bf16", "k512k_fp32")}
     shipped, _ = load_library(None)
-    (sk,) = [
-        r for r in retrieve(shipped, d / "problem.py", d / "naive.py", capability="9.0", target=target)
-        if r.skill.name == "split_k"
-    ]  # fmt: skip
-    # k512k: its 524288-long rows fail the learned 'row_length <= 256'; k1m: outside what it
-    # was learned on, and no measured regime near. A "no" on one and an unknown on the other.
+
+    def split_k(known: list[str]):  # the program count read on the regimes in `known` only
+        (sk,) = [
+            r for r in retrieve(shipped, d / "problem.py", d / "naive.py", capability="9.0",
+                                target=target, shapes={k: shapes[k]["shapes"] for k in known})
+            if r.skill.name == "split_k"
+        ]  # fmt: skip
+        return sk
+
+    # k512k: 512 programs fail the learned 'programs <= 256'; k1m: its count not read, and no
+    # measured regime near its shape. A "no" on one and an unknown on the other: still tried.
+    sk = split_k(["k512k_fp32"])
     assert sk.predicted == {"k512k_fp32": 1.0}, sk.reasons
     assert sk.selected and sk.excluded is None
     assert any("gain unknown on k1m_bf16" in x for x in sk.reasons), sk.reasons
+    # Read on both: k1m's 256 programs (16 x 16 outputs) meet it.
+    sk = split_k(["k1m_bf16", "k512k_fp32"])
+    assert sk.predicted["k512k_fp32"] == 1.0 and sk.predicted["k1m_bf16"] > 5, sk.reasons
