@@ -36,3 +36,28 @@ def test_the_gate_accepts_a_column_tiled_column_max(tmp_path: Path) -> None:
         config=GateConfig(cache=False),
     )
     assert verdict.accepted, verdict.message
+
+
+@pytest.mark.parametrize("problem", ["column_max_bf16", "column_mean_tall"])
+def test_the_gate_accepts_column_tiling_then_split_k_in_one_candidate(
+    tmp_path: Path, problem: str
+) -> None:
+    # The candidate optimize proposes when the tiling alone was correct but not faster (few
+    # column programs): a split over rows on the tiled kernel, its partials combined by a
+    # second kernel (a max, or a sum scaled to the mean).
+    from klineage.optimize.materialize import mechanical
+
+    source = (HELDOUT / problem / "naive.py").read_text(encoding="utf-8")
+    m = mechanical(source, "column_tiling", {"block_n": 16}, then=[("split_k", {})])
+    assert m.source is not None and "then split_k" in m.reason, m.reason
+    assert "tl.program_id(1)" in m.source and "num_programs(1)" in m.source
+    candidate = tmp_path / f"{problem}_tiled_split.py"
+    candidate.write_text(m.source, encoding="utf-8")
+    verdict = run_gate(
+        HELDOUT / problem / "problem.py",
+        candidate,
+        device="cpu",
+        regimes=["tiny"],
+        config=GateConfig(cache=False),
+    )
+    assert verdict.accepted, verdict.message

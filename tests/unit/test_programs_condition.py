@@ -5,6 +5,7 @@ retrieves again after a structural rewrite changes the grid."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,45 +108,9 @@ def _tiling_skill() -> Skill:
     )
 
 
-def test_a_kept_structural_rewrite_is_followed_by_the_skills_its_kernel_now_meets(
-    tmp_path: Path,
-) -> None:
-    from klineage.optimize.policies import Context, get_policy
+def _context(tmp_path: Path) -> tuple[Any, Skill]:
+    from klineage.optimize.policies import Context
 
-    split = _split_k_skill(tmp_path)
-    problem = COLUMN_MAX / "problem.py"
-    inputs = regime_shapes(problem)
-    naive = (COLUMN_MAX / "naive.py").read_text()
-    ctx = Context(
-        problem=problem,
-        kernel=COLUMN_MAX / "naive.py",
-        device="cuda",
-        skills=[split, _tiling_skill()],
-        llm=False,
-        seed=0,
-        target={"tall": features(inputs["tall"])},
-        capability="9.0",
-        best_source=naive,
-        shapes={"tall": inputs["tall"]["shapes"]},
-    )
-    proposals = get_policy("klineage").proposals(ctx)
-    first = next(proposals)
-    assert first.pass_name == "column_tiling"  # split_k: 384 programs, predicted no gain
-    tiled = mechanical(naive, "column_tiling").source
-    assert tiled is not None
-    ctx.best_source = tiled  # the loop kept it
-    second = next(proposals)
-    assert second.pass_name == "split_k" and second.predicted == pytest.approx(11.0)
-    assert second.key.startswith("skill:")  # selected on the new kernel, not budget left over
-    on = mechanical(tiled, "split_k", second.params)
-    assert on.source is not None, on.reason
-
-
-def test_a_split_is_tried_after_the_rewrites_that_reshape_the_grid(tmp_path: Path) -> None:
-    from klineage.optimize.policies import Context, get_policy
-
-    # With conditions ignored split_k is predicted its 11x everywhere, column tiling nothing
-    # known; still the tiling goes first: split first, the tiling finds no place after it.
     split = _split_k_skill(tmp_path)
     problem = COLUMN_MAX / "problem.py"
     inputs = regime_shapes(problem)
@@ -161,5 +126,60 @@ def test_a_split_is_tried_after_the_rewrites_that_reshape_the_grid(tmp_path: Pat
         best_source=(COLUMN_MAX / "naive.py").read_text(),
         shapes={"tall": inputs["tall"]["shapes"]},
     )
+    return ctx, split
+
+
+def test_a_kept_structural_rewrite_is_followed_by_the_skills_its_kernel_now_meets(
+    tmp_path: Path,
+) -> None:
+    from klineage.optimize.policies import get_policy
+
+    ctx, _ = _context(tmp_path)
+    naive = ctx.best_source
+    proposals = get_policy("klineage").proposals(ctx)
+    first = next(proposals)
+    assert first.pass_name == "column_tiling"  # split_k: 384 programs, predicted no gain
+    tiled = mechanical(naive, "column_tiling").source
+    assert tiled is not None
+    ctx.best_source, ctx.last_accepted = tiled, True  # the loop kept it
+    second = next(proposals)
+    assert second.pass_name == "split_k" and second.predicted == pytest.approx(11.0)
+    assert second.key.startswith("skill:") and not second.then  # selected on the new kernel
+    on = mechanical(tiled, "split_k", second.params)
+    assert on.source is not None, on.reason
+
+
+def test_a_reshaping_rewrite_correct_but_not_faster_is_tried_with_the_split_it_needs(
+    tmp_path: Path,
+) -> None:
+    from klineage.optimize.policies import get_policy
+
+    ctx, split = _context(tmp_path)
+    naive = ctx.best_source
+    proposals = get_policy("klineage").proposals(ctx)
+    first = next(proposals)
+    ctx.last_accepted = True  # correct, not faster: the best kernel is still the naive one
+    both = next(proposals)
+    assert (both.pass_name, [name for name, _ in both.then]) == ("column_tiling", ["split_k"])
+    assert both.key == f"{first.key}+skill:{split.id}:mechanical"
+    assert both.predicted == pytest.approx(11.0) and "meets split_k's condition" in both.label
+    m = mechanical(naive, both.pass_name or "", both.params, then=both.then)
+    assert m.source is not None and "_split_k_max" in m.source, m.reason
+    # The tiling refused by the gate: nothing built on it; the tuning table comes next.
+    (tmp_path / "again").mkdir()
+    ctx, _ = _context(tmp_path / "again")
+    proposals = get_policy("klineage").proposals(ctx)
+    assert next(proposals).pass_name == "column_tiling"
+    ctx.last_accepted = False
+    after = next(proposals)
+    assert after.pass_name == "tunables" and not after.then
+
+
+def test_a_split_is_tried_after_the_rewrites_that_reshape_the_grid(tmp_path: Path) -> None:
+    from klineage.optimize.policies import get_policy
+
+    # With conditions ignored split_k is predicted its 11x everywhere, column tiling nothing
+    # known; still the tiling goes first: split first, the tiling finds no place after it.
+    ctx, _ = _context(tmp_path)
     proposals = get_policy("what-only").proposals(ctx)
     assert [next(proposals).pass_name, next(proposals).pass_name] == ["column_tiling", "split_k"]

@@ -267,7 +267,7 @@ class Optimizer:
                 return f"budget of {s.budget} gate calls spent"
             if s.max_tokens is not None and st.tokens >= s.max_tokens:
                 return f"budget of {s.max_tokens} LLM tokens spent"
-            ctx.best_source = st.best_source
+            ctx.best_source, ctx.last_accepted = st.best_source, st.last_accepted
             try:
                 prop = next(proposals)
             except StopIteration:
@@ -304,7 +304,7 @@ class Optimizer:
         if prop.materializer == "mechanical":
             base_sha = sha(st.best_source)
             m = trials.replayed(st, prop, "mechanical") or mechanical(
-                st.best_source, prop.pass_name or "", prop.params
+                st.best_source, prop.pass_name or "", prop.params, then=prop.then
             )
             t = trials.record(st, prop, "mechanical", m)
             known = [i for i, (q, _) in enumerate(st.retry) if q.key == prop.key]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,9 +122,25 @@ def _same_site(a: Site, b: Site) -> bool:
     return a.function == b.function and a.params.get("name") == b.params.get("name")
 
 
-def mechanical(source: str, pass_name: str, params: SiteParams | None = None) -> Materialized:
+def mechanical(
+    source: str,
+    pass_name: str,
+    params: SiteParams | None = None,
+    then: Sequence[tuple[str, SiteParams]] = (),
+) -> Materialized:
     """Apply a pass forward at every site it finds in `source` (bottom-up, so the indices of
-    the sites still to visit stay valid), once each."""
+    the sites still to visit stay valid), once each; then each pass of `then` on the result,
+    in order (one candidate of several rewrites)."""
+    m = _mechanical(source, pass_name, params)
+    for name, more in then:
+        if m.source is None:
+            break
+        nxt = _mechanical(m.source, name, more)
+        m = Materialized(nxt.source, f"{m.reason}; then {nxt.reason}", m.sites + nxt.sites)
+    return m
+
+
+def _mechanical(source: str, pass_name: str, params: SiteParams | None) -> Materialized:
     p: RewritePass | None = all_passes().get(pass_name)
     if p is None:
         return Materialized(None, f"rewrite pass {pass_name!r} is not registered here")

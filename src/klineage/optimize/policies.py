@@ -37,6 +37,9 @@ class Proposal:
     predicted: float | None = None
     notes: str = ""  # extra knowledge for an LLM prompt (a memory's rules or insights)
     what: str = ""  # the label without the policy's note on why now ("" when label is all)
+    # Passes applied after this one's, in order, to make one candidate (mechanical only): a
+    # rewrite whose gain needs another's (optimize/policies.py `_structural_proposals`).
+    then: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -50,6 +53,7 @@ class Context:
     target: dict[str, dict[str, float]]  # regime -> shape features
     capability: str | None = None
     best_source: str = ""
+    last_accepted: bool = False  # whether the last proposal's candidate passed the gate
     memory: Any = None  # a bench.memory.Memory for the memory-based baselines
     shapes: dict[str, list[list[int]]] = field(default_factory=dict)  # regime -> input shapes
     # Configs one tunables proposal may carry: the gate's configs_per_call on a GPU (each is
@@ -167,27 +171,76 @@ def _structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Pro
     kept: a structural rewrite changes what the others find and what their conditions read
     (column tiling turns 384 column programs into 3, where a split over rows is then what the
     GPU needs; split first, the tiling finds no place). Within one retrieval, the skills judged
-    on the program count (RewritePass.BY_PROGRAMS) come after those that reshape the grid."""
+    on the program count (RewritePass.BY_PROGRAMS) come after those that reshape the grid.
+
+    A reshaping rewrite that was correct but not faster is followed by itself and, in the same
+    candidate, the program-count skills its kernel now meets: on the H200 (2026-12-03) the
+    tiled column max was 0.89x of the naive kernel alone (3 programs where there were 384),
+    and the split over rows its few programs call for is what pays."""
     from klineage.rewrite import all_passes
     from klineage.skills.retrieve import structural as is_structural
 
     tag = "what-only" if ignore_conditions else "skill"
     passes = all_passes()
+
+    def spreads(r: Any) -> bool:
+        return passes[r.pass_name or r.skill.rewrite.pass_name].BY_PROGRAMS
+
     tried: set[str] = set()
     while True:
         source = ctx.best_source
         ranked = [r for r in _retrieved(ctx, ignore_conditions) if r.selected and is_structural(r)]
-        ranked.sort(key=lambda r: passes[r.pass_name or r.skill.rewrite.pass_name].BY_PROGRAMS)
-        fresh = [p for p in (_proposal(r, tag) for r in ranked) if p.key not in tried]
+        ranked.sort(key=spreads)
+        fresh = [(r, _proposal(r, tag)) for r in ranked]
+        fresh = [(r, p) for r, p in fresh if p.key not in tried]
         if not fresh:
             return
-        for prop in fresh:
+        for r, prop in fresh:
             tried.add(prop.key)
             yield prop
+            if ctx.best_source == source and ctx.last_accepted and not spreads(r):
+                for both in _with_spread(ctx, prop, ignore_conditions, spreads):
+                    if both.key not in tried:
+                        tried.add(both.key)
+                        yield both
+                        break
             if ctx.best_source != source:
                 break  # kept: what applies now is read from the new kernel
         else:
             return
+
+
+def _with_spread(
+    ctx: Context, prop: Proposal, ignore_conditions: bool, spreads: Callable[[Any], bool]
+) -> Iterator[Proposal]:
+    """`prop` then each program-count skill predicted to pay on the kernel it makes (mechanical
+    rewrites only; nothing when the rewrite has no mechanical form here)."""
+    from dataclasses import replace
+
+    from klineage.metrics import PAYS_OFF
+    from klineage.optimize.materialize import mechanical
+
+    if prop.materializer != "mechanical" or not prop.pass_name:
+        return
+    made = mechanical(ctx.best_source, prop.pass_name, prop.params).source
+    if made is None:
+        return
+    tag = "what-only" if ignore_conditions else "skill"
+    for r in _retrieved(replace(ctx, best_source=made), ignore_conditions):
+        if not (r.selected and spreads(r) and r.materializer == "mechanical"):
+            continue
+        if not (r.predicted and r.score >= PAYS_OFF):
+            continue  # only where its condition says the new grid needs it
+        second = _proposal(r, tag)
+        yield replace(
+            prop,
+            key=f"{prop.key}+{second.key}",
+            label=f"{prop.what or prop.label} + {second.what}: together, since its kernel meets "
+            f"{r.skill.name}'s condition (predicted {r.score:.2f}x)",
+            what=f"{prop.what or prop.label} + {second.what}",
+            then=[*prop.then, (second.pass_name or "", second.params)],
+            predicted=r.score,
+        )
 
 
 def _skill_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal]:

@@ -36,6 +36,7 @@ class State:
     curve: list[tuple[int, float]] = field(default_factory=list)  # (gate calls, speedup vs start)
     # Correct-but-not-faster mechanical proposals, with the best kernel they were last tried on.
     retry: list[tuple[Proposal, str]] = field(default_factory=list)
+    last_accepted: bool = False  # whether the last trial's candidate passed the gate
 
 
 class TrialRecorder:
@@ -151,6 +152,7 @@ class TrialRecorder:
         }
 
     def _apply(self, st: State, t: TrialRow) -> None:
+        st.last_accepted = bool(t.gated and t.accepted)
         if t.gated:
             st.gate_calls += 1
             st.feedback = "accepted" if t.accepted else t.message
