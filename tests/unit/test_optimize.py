@@ -144,7 +144,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     calls: list[str] = []
     limits: list[float] = []
 
-    def fake_mechanical(source: str, name: str, params: Any = None) -> Any:
+    def fake_mechanical(source: str, name: str, params: Any = None, then: Any = ()) -> Any:
         from klineage.optimize.materialize import Materialized
 
         if name not in effects:
@@ -225,7 +225,7 @@ def test_a_proposal_that_did_not_pay_is_tried_again_once_the_kernel_changed(
     monkeypatch.setattr(loop_mod.Optimizer, "gate", gate)
     real_mech = loop_mod.mechanical
 
-    def mech(source: str, name: str, params: Any = None) -> Any:
+    def mech(source: str, name: str, params: Any = None, then: Any = ()) -> Any:
         from klineage.optimize.materialize import Materialized
 
         return (
