@@ -136,6 +136,32 @@ def test_a_threshold_is_learned_only_when_a_feature_separates_paying_regimes() -
     )  # no feature separates them
 
 
+def test_regime_features_are_computed_once_and_cannot_be_changed_by_a_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from klineage.skills import conditions
+
+    inputs = {"small": {"shapes": [[4, 64]], "dtypes": ["float32"]}}
+    monkeypatch.setattr(conditions, "_INPUTS", {"p.py": inputs})  # no problem is run
+    monkeypatch.setattr(conditions, "_FEATURES", {})
+    calls: list[Any] = []
+    real = conditions.features
+    monkeypatch.setattr(conditions, "features", lambda e: calls.append(e) or real(e))
+    first = conditions.regime_features("p.py")
+    assert first["small"]["row_length"] == 64.0 and len(calls) == 1
+    with pytest.raises(TypeError):
+        first["small"]["row_length"] = 1.0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        first["other"] = {}  # type: ignore[index]
+    derived = conditions.with_programs(first, {}, "")
+    derived["small"]["row_length"] = 1.0  # a derived dict is the caller's to change
+    assert conditions.regime_features("p.py") == {
+        "small": {"row_length": 64.0, "rows": 4.0, "elements": 256.0}
+    }
+    assert len(calls) == 1
+    assert conditions.shapes_of(inputs) == {"small": [[4, 64]]}
+
+
 def test_retrieval_selects_with_reasons_and_excludes_with_reasons(skills: list) -> None:
     from klineage.skills.model import Condition, Effect, Rewrite
     from klineage.skills.retrieve import retrieve

@@ -181,6 +181,7 @@ def skills_retrieve(
     The conditions are read at the problem's regimes, at the sizes --set gives them."""
     from klineage.problem.loader import check_overrides
     from klineage.problem.shapes import features, regime_shapes
+    from klineage.skills.conditions import shapes_of
     from klineage.skills.retrieve import retrieve
 
     try:
@@ -202,7 +203,7 @@ def skills_retrieve(
             device=device,
             capability=capability,
             target=target,
-            shapes={r: e["shapes"] for r, e in inputs.items()},
+            shapes=shapes_of(inputs),
         )
     except KLineageError as e:
         err_console.print(f"[red]error:[/] {escape(str(e))}")

@@ -40,6 +40,7 @@ from klineage.optimize.summary import RegimeSummary, RunSummary
 from klineage.optimize.trials import State, TrialRecorder
 from klineage.problem.loader import check_overrides, read_source
 from klineage.problem.shapes import features, regime_shapes
+from klineage.skills.conditions import shapes_of
 from klineage.skills.model import Skill
 from klineage.store import Store
 from klineage.store.db import TrialRow
@@ -239,7 +240,7 @@ class Optimizer:
             self.capability,
             st.best_source,
             memory=self.memory,
-            shapes={r: e["shapes"] for r, e in self.shapes.items()},
+            shapes=shapes_of(self.shapes),
             configs=self.config.configs_per_call if self.device == "cuda" else CPU_CONFIGS,
         )
         trials = TrialRecorder(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from klineage.metrics import PAYS_OFF
@@ -26,8 +27,13 @@ FEATURES = ("row_length", "rows", "elements")
 # 2048-column ones, and what carries over to another kernel is the program count, not the
 # column count (a long-K matmul launches 256 programs for a "row length" of a million).
 BY_PROGRAMS = ("programs", *FEATURES)
+# Features a threshold is used on at any value, not only near those it was learned on: a program
+# count is the GPU's to fill, whatever the kernel, so "programs <= 64" carries to any count.
+EXTRAPOLATES = frozenset({"programs"})
 
 _INPUTS: dict[str, dict[str, dict[str, Any]]] = {}
+# regime_features per problem (key as _INPUTS), read-only: retrieval asks for it per effect.
+_FEATURES: dict[str, Mapping[str, Mapping[str, float]]] = {}
 
 
 def locate_problem(path: str) -> Path | None:
@@ -91,13 +97,25 @@ def regime_inputs(problem: str) -> dict[str, dict[str, Any]]:
     return shapes
 
 
-def regime_features(problem: str) -> dict[str, dict[str, float]]:
-    """Shape features of every regime of a problem (problem/shapes.py `features`)."""
-    return {r: features(e) for r, e in regime_inputs(problem).items()}
+def shapes_of(inputs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[list[int]]]:
+    """{regime: input shapes} of regime_inputs' (or regime_shapes') {regime: {"shapes": ...}}."""
+    return {r: e["shapes"] for r, e in inputs.items()}
+
+
+def regime_features(problem: str) -> Mapping[str, Mapping[str, float]]:
+    """Shape features of every regime of a problem (problem/shapes.py `features`); memoized,
+    and so read-only (derive a new dict to change one, as `with_programs` does)."""
+    if problem not in _FEATURES:
+        _FEATURES[problem] = MappingProxyType(
+            {r: MappingProxyType(features(e)) for r, e in regime_inputs(problem).items()}
+        )
+    return _FEATURES[problem]
 
 
 def with_programs(
-    feats: dict[str, dict[str, float]], shapes: Mapping[str, Sequence[Sequence[int]]], source: str
+    feats: Mapping[str, Mapping[str, float]],
+    shapes: Mapping[str, Sequence[Sequence[int]]],
+    source: str,
 ) -> dict[str, dict[str, float]]:
     """`feats` with each regime's `programs`: how many programs the kernel `source` launches
     there (rewrite/grid.py, read from its launcher, never run) at the regime's input `shapes`,
@@ -113,7 +131,7 @@ def with_programs(
 
 def learn_threshold(
     speedups: dict[str, float],
-    feats: dict[str, dict[str, float]],
+    feats: Mapping[str, Mapping[str, float]],
     problem: str,
     evidence: str,
     order: tuple[str, ...] = FEATURES,

@@ -26,6 +26,7 @@ from klineage.skills.conditions import (
     learn_threshold,
     regime_features,
     regime_inputs,
+    shapes_of,
     with_programs,
 )
 from klineage.skills.model import (
@@ -198,7 +199,7 @@ def _speed_conditions(
     by_programs = p is not None and p.BY_PROGRAMS
     if by_programs and len(speeds) > 1:
         inputs = regime_inputs(lin.problem_path)
-        feats = with_programs(feats, {r: e["shapes"] for r, e in inputs.items()}, source)
+        feats = with_programs(feats, shapes_of(inputs), source)
     learned = (
         learn_threshold(
             speeds,

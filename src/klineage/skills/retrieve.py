@@ -10,13 +10,20 @@ predicted speedup. Predictions are labelled as such; only the gate measures.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from klineage.metrics import geomean
 from klineage.problem.shapes import features, regime_shapes
 from klineage.rewrite import all_passes
-from klineage.skills.conditions import PAYS_OFF, regime_features, with_programs
+from klineage.skills.conditions import (
+    EXTRAPOLATES,
+    PAYS_OFF,
+    regime_features,
+    shapes_of,
+    with_programs,
+)
 from klineage.skills.extract import HARDWARE_CONDITIONS, trusted
 from klineage.skills.model import Condition, Skill
 
@@ -49,7 +56,7 @@ class Retrieved:
         return max(self.predicted.values(), default=1.0)
 
 
-def _distance(a: dict[str, float], b: dict[str, float]) -> float:
+def _distance(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     keys = [k for k in a if k in b and a[k] > 0 and b[k] > 0]
     return math.sqrt(sum(math.log(a[k] / b[k]) ** 2 for k in keys)) if keys else math.inf
 
@@ -81,9 +88,9 @@ def _span(c: Condition) -> str:
 
 def _within(c: Condition, feats: dict[str, float]) -> bool:
     """Whether a target's feature lies where the threshold's source regimes were (their
-    problem's regimes, within EXTRAPOLATION); a threshold without a known source is used. A
-    threshold on `programs` is used at any count: it is the GPU's to fill, whatever the kernel."""
-    if c.feature == "programs":
+    problem's regimes, within EXTRAPOLATION); a threshold without a known source is used, and
+    so is one on a feature that extrapolates (conditions.py EXTRAPOLATES), at any value."""
+    if c.feature in EXTRAPOLATES:
         return True
     v = _values(c)
     x = feats.get(c.feature or "")
@@ -201,7 +208,7 @@ def retrieve(
     if target is None:
         inputs = regime_shapes(problem)
         target = {r: features(e) for r, e in inputs.items()}
-        shapes = {r: e["shapes"] for r, e in inputs.items()}
+        shapes = shapes_of(inputs)
     if shapes and any(c.feature == "programs" for s in skills for c in s.conditions):
         target = with_programs(target, shapes, source)
     passes = all_passes()
