@@ -298,3 +298,51 @@ def test_a_structural_skill_without_a_site_in_its_own_form_is_written_by_its_oth
     p = _proposal(r, "skill")
     assert p.pass_name == "multi_row" and p.params == {}  # the expert's params are another shape's
     assert "written by multi_row" in p.label
+
+
+TILED_COLUMNS = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def col_max(x_ptr, out_ptr, M, N, ld, ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    best = tl.full((BLOCK_N,), float("-inf"), tl.float32)
+    for r0 in range(0, M, ROWS):
+        r = r0 + tl.arange(0, ROWS)[:, None]
+        v = tl.load(x_ptr + r * ld + cols[None, :], mask=(r < M) & (cols[None, :] < N), other=float("-inf"))
+        best = tl.maximum(best, tl.max(v.to(tl.float32), axis=0))
+    tl.store(out_ptr + cols, best, mask=cols < N)
+
+
+def run(x, out):
+    M, N = x.shape
+    BLOCK_N = min(256, max(1, 4096 // 32), triton.next_power_of_2(N))
+    col_max[(triton.cdiv(N, BLOCK_N),)](x, out, M, N, x.stride(0), ROWS=32, BLOCK_N=BLOCK_N)
+    return out
+"""
+
+
+def test_a_lifted_row_count_is_sized_with_the_columns_the_launcher_computes() -> None:
+    """column_tiling's launcher computes BLOCK_N (at most 128 here) from the row tile it had;
+    lifting ROWS alone, the H200 search (2026-12-03) timed 16384-row tiles of 128 columns, 2M
+    elements a program, and the gate call ran out of time compiling them."""
+    [launch] = analyse(TILED_COLUMNS)
+    assert [t.name for t in launch.tunables] == ["ROWS"] and launch.fixed == {"BLOCK_N": 128}
+    space = launch.space()
+    assert max(c["ROWS"] for c in space) * 128 <= 1 << 16 < 16384 * 128
+    # Matched to 1-D experts of 4096 and 16384 elements, the whole tile is what is compared.
+    experts = [
+        ExpertConfig((("X", 4096),), 8, None, False, "a"),
+        ExpertConfig((("X", 16384),), 16, None, False, "b"),
+    ]
+    chosen, _ = nearest_configs(launch, experts, 3, dot=False)
+    assert [c["ROWS"] * 128 for c in chosen[1:]] == [4096, 16384]
+    # Nothing bounds a size computed from the shape alone: it stays out of the tile.
+    unbounded = TILED_COLUMNS.replace(
+        "min(256, max(1, 4096 // 32), triton.next_power_of_2(N))", "triton.next_power_of_2(N)"
+    )
+    [free] = analyse(unbounded)
+    assert free.fixed == {} and max(c["ROWS"] for c in free.space()) == 16384

@@ -105,8 +105,9 @@ def _distance(c: dict[str, int], launch: Launch, e: ExpertConfig) -> float:
     shared = [r for r in mine if r in theirs and r != "X"]
     if shared:
         d += sum(abs(math.log2(mine[r]) - math.log2(theirs[r])) for r in shared)
-    elif mine and e.elements:
-        d += abs(math.log2(math.prod(mine.values())) - math.log2(e.elements))
+    elif mine and e.elements:  # the whole tile, with the sizes the launcher computes
+        tile = math.prod(mine.values()) * math.prod(launch.fixed.values())
+        d += abs(math.log2(tile) - math.log2(e.elements))
     if e.warps:
         d += abs(math.log2(c.get("num_warps", 4)) - math.log2(e.warps))
     if e.stages and "num_stages" in c:

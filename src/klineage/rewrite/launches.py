@@ -52,6 +52,10 @@ class Launch:
     stages: int | None = None  # None: the kernel has no loop, stages do not matter
     keys: list[str] = field(default_factory=list)
     problem: str = ""
+    # Block sizes the launcher computes (not lifted), by the most they can be, read from the
+    # expression: `min(256, 4096 // 32, next_power_of_2(n))` is at most 128. A lifted row count
+    # of a [ROWS, BLOCK_N] tile is sized with them: 16384 rows by 128 columns is 2M elements.
+    fixed: dict[str, int] = field(default_factory=dict)
 
     def current(self) -> dict[str, int]:
         c = {t.name: t.value for t in self.tunables}
@@ -65,12 +69,13 @@ class Launch:
         axes = [t.values() for t in self.tunables]
         stages = STAGES if self.stages is not None else (None,)
         out = [self.current()]
-        for sizes in itertools.product(*axes):
+        for lifted in itertools.product(*axes):
+            sizes = (*lifted, *self.fixed.values())
             if any(a * b > MAX_TILE for a, b in itertools.combinations(sizes, 2)):
                 continue
             # Elements per program (the largest 2-D tile); unknown (a computed block) when
             # nothing is lifted, and then every warp count is worth a try.
-            if not sizes:
+            if not lifted:
                 elements = MAX_TILE
             elif len(sizes) == 1:
                 elements = sizes[0]
@@ -79,7 +84,7 @@ class Launch:
             for w, s in itertools.product(WARPS, stages):
                 if elements < 32 * w and w > 1:  # fewer elements than threads
                     continue
-                c = {t.name: v for t, v in zip(self.tunables, sizes, strict=True)}
+                c = {t.name: v for t, v in zip(self.tunables, lifted, strict=True)}
                 c["num_warps"] = w
                 if s is not None:
                     c["num_stages"] = s
@@ -164,6 +169,29 @@ def _power_of_two(node: cst.BaseExpression | None) -> int | None:
         return None
     v = int(lit.evaluated_value)
     return v if v >= 1 and v & (v - 1) == 0 else None
+
+
+def _at_most(node: cst.BaseExpression) -> int | None:
+    """The largest value an integer expression of the launcher can take, where its literals
+    bound it: a literal; `min(...)` of any argument bounded; `max(...)`, `a * b`, `a // k` of
+    bounded parts. None where nothing bounds it (`next_power_of_2(n)` alone)."""
+    lit = _literal(node)
+    if lit is not None:
+        return int(lit.evaluated_value)
+    if isinstance(node, cst.Call) and dotted(node.func) in ("min", "max") and node.args:
+        parts = [_at_most(a.value) for a in node.args if a.star == ""]
+        known = [p for p in parts if p is not None]
+        if dotted(node.func) == "min":
+            return min(known) if known else None
+        return max(known) if known and len(known) == len(node.args) else None
+    if isinstance(node, cst.BinaryOperation):
+        left, right = _at_most(node.left), _literal(node.right)
+        if isinstance(node.operator, cst.FloorDivide) and left is not None and right is not None:
+            return left // max(1, int(right.evaluated_value))
+        r = _at_most(node.right)
+        if isinstance(node.operator, cst.Multiply) and left is not None and r is not None:
+            return left * r
+    return None
 
 
 class _Module(cst.CSTVisitor):
@@ -353,8 +381,11 @@ def analyse(source: str) -> list[Launch]:
             ):
                 continue
             value = _power_of_two(bound)
-            if value is None:
-                continue  # computed at run time (next_power_of_2(n)): it follows the shape
+            if value is None:  # computed at run time (next_power_of_2(n)): it follows the shape
+                most = _at_most(bound) if bound is not None else None
+                if most is not None:
+                    launch.fixed[key] = most
+                continue
             uses_in_grid = 0
             if grid is not None:
                 uses_in_grid = _reads(grid, local) if local else len(_tile_counts(grid, value))
