@@ -78,7 +78,7 @@ def test_the_gate_accepts_split_k_alone_with_empty_chunks_on_the_column_max(
 
 def test_a_split_column_max_losing_a_chunk_boundary_row_is_rejected(tmp_path: Path) -> None:
     out = _tiled_split_column_max()
-    assert "SPLIT = max(1, min(64, triton.cdiv(4 * 132, triton.cdiv(width, BLOCK_N)), " in out
+    assert "SPLIT = max(1, min(512, triton.cdiv(4 * 132, triton.cdiv(width, BLOCK_N)), " in out
     # chunk 1 starts a row late: it reads rows 33-64, so no program reads row 32
     late = out.replace("    i = k_lo\n", "    i = k_lo + tl.where(split == 1, 1, 0)\n")
     assert late != out

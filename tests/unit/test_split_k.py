@@ -162,9 +162,9 @@ class ModelNew(nn.Module):
         C = torch.empty((M, N), dtype=A.dtype, device=A.device)
         # split_k: SPLIT programs per output, each reducing a chunk of K in fp32 into
         # C_parts[s]; _split_k_sum adds the SPLIT partials in order and casts to C's dtype.
-        # SPLIT: programs for about 4x the 132 SMs of an H200, at most 64 chunks, at least one
+        # SPLIT: programs for about 4x the 132 SMs of an H200, at most 512 chunks, at least one
         # step each.
-        SPLIT = max(1, min(64, triton.cdiv(4 * 132, M * N), triton.cdiv(K, 64)))
+        SPLIT = max(1, min(512, triton.cdiv(4 * 132, M * N), triton.cdiv(K, 64)))
         C_parts = torch.empty((SPLIT, C.numel()), device=C.device, dtype=torch.float32)
         dot_per_output[(M * N, SPLIT)](
             A, B, C_parts, N, K, A.stride(0), A.stride(1), B.stride(0), B.stride(1), STEP=64, n_out=C.numel()

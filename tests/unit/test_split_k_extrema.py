@@ -116,9 +116,9 @@ def column_max(x):
     top = torch.empty(x.shape[1], device=x.device, dtype=x.dtype)
     # split_k: SPLIT programs per output, each reducing a chunk of x.shape[0] in fp32 into
     # top_parts[s]; _split_k_max takes the maximum of the SPLIT partials and casts to top's
-    # dtype. SPLIT: programs for about 4x the 132 SMs of an H200, at most 64 chunks, at
+    # dtype. SPLIT: programs for about 4x the 132 SMs of an H200, at most 512 chunks, at
     # least one step each.
-    SPLIT = max(1, min(64, triton.cdiv(4 * 132, x.shape[1]), triton.cdiv(x.shape[0], 64)))
+    SPLIT = max(1, min(512, triton.cdiv(4 * 132, x.shape[1]), triton.cdiv(x.shape[0], 64)))
     top_parts = torch.empty((SPLIT, top.numel()), device=top.device, dtype=torch.float32)
     column_top[(x.shape[1], SPLIT)](x, top_parts, x.shape[0], x.stride(0), BR=64, n_out=top.numel())
     _split_k_max[(triton.cdiv(top.numel(), 1024),)](top_parts, top, top.numel(), SPLIT, BLOCK=1024)

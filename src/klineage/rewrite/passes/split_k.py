@@ -23,8 +23,8 @@ element in fp32 and stores the result cast to C's dtype: `_split_k_sum` adds the
 `_split_k_max` (`_split_k_min`) takes their maximum (minimum) from -inf (+inf); deterministic,
 where atomics would not be, and Triton, because the gate forbids PyTorch compute in forward.
 SPLIT is params["split"] (an int, or a launcher expression), else
-`max(1, min(64, cdiv(4 * 132, n), cdiv(K, STEP)))`: enough programs for about 4x the H200's SMs
-(params["programs"]), at most 64 chunks (params["max_split"]), at least one step each.
+`max(1, min(512, cdiv(4 * 132, n), cdiv(K, STEP)))`: enough programs for about 4x the H200's SMs
+(params["programs"]), at most 512 chunks (params["max_split"]), at least one step each.
 
 Why it is sound: a chunk is a multiple of STEP, so the chunks' loop values are the original
 loop's values, each in exactly one chunk, and the masks are kept; the accumulator starts from
@@ -77,7 +77,10 @@ SMS = 132  # an H200's SMs
 # default 3, 621 us from SPLIT 8 on. Where the grid already fills the GPU the split costs:
 # 8 x 64 x 512K fp32 (512 programs) 2222 us, 2608 us at SPLIT 2, which the gate's timing sees.
 WAVES = 4
-MAX_SPLIT = 64
+# The cap binds only below 9 programs (cdiv(528, 9) = 59). It was 64, and on the H200
+# (2026-12-03) the tiled column mean of 393216 x 256 fp16 (one column tile) ran as 64
+# programs at 6% of its floor; the 3-tile column max and mean (192 programs) at 19-25%.
+MAX_SPLIT = 512
 SUM_BLOCK = 1024  # outputs a program of the combine kernel; it reads SPLIT fp32 rows of them
 
 SUM_KERNEL = '''
