@@ -72,20 +72,23 @@ def column_min(x):
 
 
 def _combine(name: str, word: str, inf: str, shown: str, op: str) -> str:
+    red = op[:3]
     return f'''
 
 @triton.jit
-def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: tl.constexpr):
+def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: tl.constexpr, PARTS: tl.constexpr):
     """out[i] = the {word} over s of parts[s, i] in fp32, cast to out's dtype (split_k's second
     kernel: the SPLIT partials of each output, an empty chunk's {shown} changing nothing)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < n_out
-    parts = parts_ptr + offs
+    rows = tl.arange(0, PARTS)[:, None]
     best = tl.full((BLOCK,), float("{inf}"), tl.float32)
-    for _ in range(0, n_split):
-        part = tl.load(parts, mask=ok, other=float("{inf}"))
-        best = tl.{op}(best, part, propagate_nan=tl.PropagateNan.ALL)
-        parts += n_out
+    for s0 in range(0, n_split, PARTS):
+        s = s0 + rows
+        at = parts_ptr + s.to(tl.int64) * n_out + offs[None, :]
+        part = tl.load(at, mask=(s < n_split) & ok[None, :], other=float("{inf}"))
+        best = tl.{op}(best, tl.{red}(part, axis=0), propagate_nan=tl.PropagateNan.ALL)
+        best = tl.where(tl.max((part != part).to(tl.int32), axis=0) > 0, float("nan"), best)
     tl.store(out_ptr + offs, best.to(out_ptr.dtype.element_ty), mask=ok)
 '''
 
@@ -121,7 +124,7 @@ def column_max(x):
     SPLIT = max(1, min(512, triton.cdiv(4 * 132, x.shape[1]), triton.cdiv(x.shape[0], 64)))
     top_parts = torch.empty((SPLIT, top.numel()), device=top.device, dtype=torch.float32)
     column_top[(x.shape[1], SPLIT)](x, top_parts, x.shape[0], x.stride(0), BR=64, n_out=top.numel())
-    _split_k_max[(triton.cdiv(top.numel(), 1024),)](top_parts, top, top.numel(), SPLIT, BLOCK=1024)
+    _split_k_max[(triton.cdiv(top.numel(), 256),)](top_parts, top, top.numel(), SPLIT, BLOCK=256, PARTS=min(16, triton.next_power_of_2(SPLIT)))
     return top
 """
 )
@@ -158,7 +161,7 @@ def column_min(x):
     SPLIT = 3
     low_parts = torch.empty((SPLIT, low.numel()), device=low.device, dtype=torch.float32)
     column_low[(x.shape[1], SPLIT)](x, low_parts, x.shape[0], x.stride(0), BR=32, n_out=low.numel())
-    _split_k_min[(triton.cdiv(low.numel(), 1024),)](low_parts, low, low.numel(), SPLIT, BLOCK=1024)
+    _split_k_min[(triton.cdiv(low.numel(), 256),)](low_parts, low, low.numel(), SPLIT, BLOCK=256, PARTS=min(16, triton.next_power_of_2(SPLIT)))
     return low
 """
 )
@@ -197,7 +200,7 @@ def test_a_sum_in_while_form_is_split_like_its_for_form() -> None:
         "    r0 = k_lo\n",
         "    while r0 < tl.minimum(k_lo + k_chunk, n_rows):\n",
         "        lo += tl.sum(x_r, axis=0)\n        r0 += BR\n",
-        "def _split_k_sum(parts_ptr, out_ptr, n_out, n_split, BLOCK: tl.constexpr):\n",
+        "def _split_k_sum(parts_ptr, out_ptr, n_out, n_split, BLOCK: tl.constexpr, PARTS: tl.constexpr):\n",
     ]:
         assert line in out
     assert "_split_k_min" not in out
@@ -215,8 +218,8 @@ def test_the_held_out_column_max_alone_and_column_tiled_is_a_site() -> None:
         "        best = tl.maximum(best, tl.max(v.to(tl.float32), axis=0, keep_dims=True))\n",
         "    tl.store(res + j, best, mask=col_ok)\n",
         "colmax_walk[(triton.cdiv(width, BLOCK_N), SPLIT)](",
-        "_split_k_max[(triton.cdiv(res.numel(), 1024),)](res_parts, res, res.numel(), SPLIT, "
-        "BLOCK=1024)",
+        "_split_k_max[(triton.cdiv(res.numel(), 256),)](res_parts, res, res.numel(), SPLIT, "
+        "BLOCK=256, PARTS=min(16, triton.next_power_of_2(SPLIT)))",
     ]:
         assert line in tiled
     assert PASS.forward_sites(tiled) == []  # split once: its grid is 2-D now

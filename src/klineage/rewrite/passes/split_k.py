@@ -81,40 +81,48 @@ WAVES = 4
 # (2026-12-03) the tiled column mean of 393216 x 256 fp16 (one column tile) ran as 64
 # programs at 6% of its floor; the 3-tile column max and mean (192 programs) at 19-25%.
 MAX_SPLIT = 512
-SUM_BLOCK = 1024  # outputs a program of the combine kernel; it reads SPLIT fp32 rows of them
+SUM_BLOCK = 256  # outputs a program of the combine kernel
+# Partial rows the combine reads a step, a [PARTS, SUM_BLOCK] tile: one row a step, a combine
+# of 256 outputs split 512 ways was one program making 512 dependent loads (on the H200 the
+# tiled column mean of 393216 x 256 fp16 spent about half its 174 us there).
+PARTS = 16
 
 SUM_KERNEL = '''
 @{tr}.jit
-def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: {tl}.constexpr):
+def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: {tl}.constexpr, PARTS: {tl}.constexpr):
     """out[i] = the sum over s of parts[s, i] in fp32, cast to out's dtype (split_k's second
-    kernel: the SPLIT partials of each output, added in a fixed order)."""
+    kernel: the SPLIT partials of each output, PARTS rows a step, in a fixed order)."""
     offs = {tl}.program_id(0).to({tl}.int64) * BLOCK + {tl}.arange(0, BLOCK)
     ok = offs < n_out
-    parts = parts_ptr + offs
+    rows = {tl}.arange(0, PARTS)[:, None]
     total = {tl}.zeros((BLOCK,), dtype={tl}.float32)
-    for _ in range(0, n_split):
-        total += {tl}.load(parts, mask=ok, other=0.0)
-        parts += n_out
+    for s0 in range(0, n_split, PARTS):
+        s = s0 + rows
+        at = parts_ptr + s.to({tl}.int64) * n_out + offs[None, :]
+        total += {tl}.sum({tl}.load(at, mask=(s < n_split) & ok[None, :], other=0.0), axis=0)
     {tl}.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=ok)
 '''
 
 # The combine of a running maximum or minimum (split_k_reduction.py): the partials' extremum
 # from the start's infinity, so an empty chunk's partial (the start) changes nothing. NaN
-# propagates (PropagateNan.ALL): a chunk's maxnum-updated accumulator is never NaN, so a NaN
-# there is a partial no program wrote, which the gate's NaN-poisoned allocations then show.
+# shows: a chunk's maxnum-updated accumulator is never NaN, so a NaN there is a partial no
+# program wrote, which the gate's NaN-poisoned allocations then show (counted apart, since a
+# tile's tl.max need not propagate it).
 EXTREMUM_KERNEL = '''
 @{tr}.jit
-def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: {tl}.constexpr):
+def {name}(parts_ptr, out_ptr, n_out, n_split, BLOCK: {tl}.constexpr, PARTS: {tl}.constexpr):
     """out[i] = the {word} over s of parts[s, i] in fp32, cast to out's dtype (split_k's second
     kernel: the SPLIT partials of each output, an empty chunk's {shown} changing nothing)."""
     offs = {tl}.program_id(0).to({tl}.int64) * BLOCK + {tl}.arange(0, BLOCK)
     ok = offs < n_out
-    parts = parts_ptr + offs
+    rows = {tl}.arange(0, PARTS)[:, None]
     best = {tl}.full((BLOCK,), float("{inf}"), {tl}.float32)
-    for _ in range(0, n_split):
-        part = {tl}.load(parts, mask=ok, other=float("{inf}"))
-        best = {tl}.{op}(best, part, propagate_nan={tl}.PropagateNan.ALL)
-        parts += n_out
+    for s0 in range(0, n_split, PARTS):
+        s = s0 + rows
+        at = parts_ptr + s.to({tl}.int64) * n_out + offs[None, :]
+        part = {tl}.load(at, mask=(s < n_split) & ok[None, :], other=float("{inf}"))
+        best = {tl}.{op}(best, {tl}.{red}(part, axis=0), propagate_nan={tl}.PropagateNan.ALL)
+        best = {tl}.where({tl}.max((part != part).to({tl}.int32), axis=0) > 0, float("nan"), best)
     {tl}.store(out_ptr + offs, best.to(out_ptr.dtype.element_ty), mask=ok)
 '''
 
@@ -125,12 +133,12 @@ COMBINE: dict[Reduction, tuple[str, str, dict[str, str]]] = {
     "max": (
         "_split_k_max",
         "takes the maximum of",
-        {"word": "maximum", "inf": "-inf", "shown": "-inf", "op": "maximum"},
+        {"word": "maximum", "inf": "-inf", "shown": "-inf", "op": "maximum", "red": "max"},
     ),
     "min": (
         "_split_k_min",
         "takes the minimum of",
-        {"word": "minimum", "inf": "inf", "shown": "+inf", "op": "minimum"},
+        {"word": "minimum", "inf": "inf", "shown": "+inf", "op": "minimum", "red": "min"},
     ),
 }
 
@@ -242,7 +250,8 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
         f"{parts} = {a.torch}.empty(({split}, {total}), device={a.out}.device, dtype={a.torch}.float32)"
     )
     after = cst.parse_statement(
-        f"{combine_name}[({tr}.cdiv({total}, {SUM_BLOCK}),)]({parts}, {a.out}, {total}, {split}, BLOCK={SUM_BLOCK})"
+        f"{combine_name}[({tr}.cdiv({total}, {SUM_BLOCK}),)]({parts}, {a.out}, {total}, {split}, "
+        f"BLOCK={SUM_BLOCK}, PARTS=min({PARTS}, {tr}.next_power_of_2({split})))"
     )
     call = la.call
     new_kdef, n_out = _kernel(a, kdef, tl)

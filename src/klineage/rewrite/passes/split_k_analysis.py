@@ -481,6 +481,8 @@ def analyse(source: str) -> tuple[Ctx, list[Analysis]]:
 def _problem(
     ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], count: int, a: Analysis
 ) -> str:
+    if kdef.name.value.startswith("_split_k_"):
+        return f"{kdef.name.value}: the combine of a split (split_k's own second kernel)"
     unfit, a.programs = launch_problem(ctx, la, kdef, count, "programs")
     if unfit:
         return unfit
