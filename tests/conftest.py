@@ -60,6 +60,8 @@ LONGEST_FIRST = (
     "test_distill_llm.py::",
     "test_bench.py::test_bench_on_a_folder",
     "test_optimize_llm.py::",
+    "test_split_k_gate.py::",
+    "test_column_tiling_gate.py::",
 )
 
 
