@@ -19,9 +19,11 @@ STEP` and `k_lo = s * k_chunk` (a while loop keeps its form: `k = k_lo`,
 cast, at the same offset in row s of an fp32 workspace: the output pointer parameter is moved
 there (`c_ptr += s * n_out`) and the launcher passes `torch.empty((SPLIT, C.numel()), fp32)` for
 it. A second kernel, added to the file and launched after, combines the SPLIT rows element by
-element in fp32 and stores the result cast to C's dtype: `_split_k_sum` adds them in order,
+element in fp32, a [PARTS, 256] tile of them a step, and stores the result cast to C's dtype:
+`_split_k_sum` adds them in a fixed order (each tile's rows, then the tiles in turn),
 `_split_k_max` (`_split_k_min`) takes their maximum (minimum) from -inf (+inf); deterministic,
 where atomics would not be, and Triton, because the gate forbids PyTorch compute in forward.
+That kernel's loop has split_k's own shape; it is left alone by its name (`_split_k_*`).
 SPLIT is params["split"] (an int, or a launcher expression), else
 `max(1, min(512, cdiv(4 * 132, n), cdiv(K, STEP)))`: enough programs for about 4x the H200's SMs
 (params["programs"]), at most 512 chunks (params["max_split"]), at least one step each.
