@@ -8,12 +8,15 @@
 # instead of the shipped library) and EXTRA (more bench options, e.g. --no-compile) override the
 # defaults. Cut by the timeout, bench.json holds every run that
 # finished (it is written after each run), and search.db every trial (their messages).
+# RESUME (a search.db an earlier call brought back, carried) starts from its trials: each run
+# replays what it stored without a gate call and goes on, so budget 10 may span device calls.
 # The 2026-12-01 run (docs/benchmarks.md "Search space"):
 #   BUDGET=2 PER_GPU=4 T=470 EXTRA=--no-compile PROBLEMS=matmul_bias_gelu,gemv,batched_matmul,attention_d32 bash benchmarks/search_h200.sh
 set -u
 OUT=${OUT:-$PWD/bench-out}; R=$OUT/search; mkdir -p "$R"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD/src KLINEAGE_DB=/tmp/search.db KLINEAGE_CACHE_DIR=/tmp/search-cache
+if [ -n "${RESUME:-}" ]; then cp "$RESUME" /tmp/search.db && echo "resuming from $RESUME" >> "$R/status.txt"; fi
 if ! command -v bwrap >/dev/null && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1; then
   dpkg -x .whl/deb/bubblewrap_*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
 fi

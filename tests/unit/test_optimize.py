@@ -380,3 +380,35 @@ def test_a_gpu_run_is_judged_and_its_skills_matched_on_the_regimes_sized_for_it(
     assert timed_regimes(src, ["tiny", "big"], "cuda") == ["big"]
     assert timed_regimes(src, ["tiny", "big"], "cpu") == []  # nothing is timed on a CPU
     assert timed_regimes("REGIMES = {}\n", ["a"], "cuda") == ["a"]  # no CPU_REGIMES: all
+
+
+def test_an_alternative_is_built_on_its_own_kernel_and_kept_only_if_faster_than_the_best(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = fake["kernel"].read_text()
+
+    class Alternatives:
+        name, knowledge = "fake", "none"
+
+        def proposals(self, ctx: Any) -> Any:
+            yield Proposal(
+                key="pass:fast", label="fast", materializer="mechanical", pass_name="fast"
+            )
+            # On the start, not the best: "tiny" (1.01x) there is slower than the kept 1.5x.
+            yield Proposal(key="alt:tiny", label="tiny", materializer="mechanical",
+                           pass_name="tiny", source=start)  # fmt: skip
+            yield Proposal(key="alt:both", label="fast twice", materializer="mechanical",
+                           pass_name="fast_again", source=start + "# speed: 1.5\n# speed: 1.5\n")  # fmt: skip
+
+    monkeypatch.setattr(loop_mod, "get_policy", lambda name: Alternatives())
+    s = optimize(fake["problem"], fake["kernel"], store=fake["store"], skills=[], device="cuda",
+                 settings=Settings(budget=3))  # fmt: skip
+    trials = fake["store"].trials(s["run_id"])
+    assert [(t.proposal, t.kept) for t in trials] == [
+        ("pass:fast", True),
+        ("alt:tiny", False),
+        ("alt:both", True),
+    ]
+    assert trials[1].candidate == start + "# speed: 1.01\n"  # built on the start kernel...
+    assert trials[1].base_sha == trials[0].candidate_sha  # ...and judged beside the best
+    assert s["regimes"]["big"]["speedup"] == pytest.approx(1.5**3)

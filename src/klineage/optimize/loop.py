@@ -60,7 +60,9 @@ EventCallback = Callable[[str, Event], None]
 # 4: tunables (a config space per gate call, swept by the gate; a kept table is folded to its
 #    per-regime winners) proposed first by klineage (expert-nearest configs) and what-only
 #    (random draws); baselines draw it from the seed.
-OPTIMIZE_VERSION = 4
+# 5: structural alternatives: a skill passed over when another structural rewrite was kept is
+#    tried on the kernel before it (Proposal.source); a stored version-4 run would diverge.
+OPTIMIZE_VERSION = 5
 
 
 class OptimizeRefused(KLineageError):
@@ -269,6 +271,7 @@ class Optimizer:
             if s.max_tokens is not None and st.tokens >= s.max_tokens:
                 return f"budget of {s.max_tokens} LLM tokens spent"
             ctx.best_source, ctx.last_accepted = st.best_source, st.last_accepted
+            ctx.gains[sha(st.best_source)] = st.curve[-1][1] if st.curve else 1.0
             try:
                 prop = next(proposals)
             except StopIteration:
@@ -305,13 +308,13 @@ class Optimizer:
         if prop.materializer == "mechanical":
             base_sha = sha(st.best_source)
             m = trials.replayed(st, prop, "mechanical") or mechanical(
-                st.best_source, prop.pass_name or "", prop.params, then=prop.then
+                prop.source or st.best_source, prop.pass_name or "", prop.params, then=prop.then
             )
             t = trials.record(st, prop, "mechanical", m)
             known = [i for i, (q, _) in enumerate(st.retry) if q.key == prop.key]
             if t is not None and t.kept and known:  # in the kernel now: never again
                 del st.retry[known[0]]
-            elif t is not None and t.accepted and not t.kept and not known:
+            elif t is not None and t.accepted and not t.kept and not known and not prop.source:
                 st.retry.append((prop, base_sha))
             # The rewrite did not fit this code (its sites need what the expert had): with an
             # LLM, a skill (not a bare pass) is written by the LLM instead.

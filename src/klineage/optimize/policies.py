@@ -40,6 +40,10 @@ class Proposal:
     # Passes applied after this one's, in order, to make one candidate (mechanical only): a
     # rewrite whose gain needs another's (optimize/policies.py `_structural_proposals`).
     then: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # The kernel the rewrite applies to when it is not the best so far ("" for the best): an
+    # alternative to a structural rewrite kept before it (`_structural_proposals`). It is still
+    # gated beside the best and kept only if faster than it.
+    source: str = ""
 
 
 @dataclass
@@ -59,6 +63,9 @@ class Context:
     # Configs one tunables proposal may carry: the gate's configs_per_call on a GPU (each is
     # timed); CPU_CONFIGS on the CPU, where each is only checked, in the interpreter.
     configs: int = 16
+    # The best kernels so far (sha of the source) -> measured speedup over the start: what a
+    # kept rewrite gained, for judging an alternative to it (1.0 where nothing is measured).
+    gains: dict[str, float] = field(default_factory=dict)
 
 
 CPU_CONFIGS = 2
@@ -187,15 +194,15 @@ def _structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Pro
         return passes[r.pass_name or r.skill.rewrite.pass_name].BY_PROGRAMS
 
     tried: set[str] = set()
+    # Selected on a kernel a later structural rewrite replaced: (that kernel, the proposal).
+    passed_over: list[tuple[str, Proposal]] = []
     while True:
         source = ctx.best_source
         ranked = [r for r in _retrieved(ctx, ignore_conditions) if r.selected and is_structural(r)]
         ranked.sort(key=spreads)
         fresh = [(r, _proposal(r, tag)) for r in ranked]
         fresh = [(r, p) for r, p in fresh if p.key not in tried]
-        if not fresh:
-            return
-        for r, prop in fresh:
+        for i, (r, prop) in enumerate(fresh):
             tried.add(prop.key)
             yield prop
             if ctx.best_source == source and ctx.last_accepted and not spreads(r):
@@ -205,9 +212,55 @@ def _structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Pro
                         yield both
                         break
             if ctx.best_source != source:
+                passed_over += [(source, p) for _, p in fresh[i + 1 :]]
                 break  # kept: what applies now is read from the new kernel
-        else:
+        if ctx.best_source != source:
+            continue
+        # Nothing structural left on the best kernel: a skill passed over when another was kept
+        # before it, and not selected on the kernel that rewrite made, is tried on the kernel
+        # it was selected on (an alternative, not a step after it). On the H200 (2026-12-02)
+        # rows_per_program went first on the naive transpose (3.76x); the tiled transpose,
+        # 14.3x on the same naive kernel, found no place in the multi-row kernel after it.
+        for key, prop in _alternatives(ctx, passed_over, tried):
+            tried.update((key, prop.key))
+            yield prop
+            if ctx.best_source != source:
+                break
+        if ctx.best_source == source:
             return
+
+
+def _alternatives(
+    ctx: Context, passed_over: list[tuple[str, Proposal]], tried: set[str]
+) -> Iterator[tuple[str, Proposal]]:
+    """The passed-over proposals not tried since, as proposals on the kernel each was selected
+    on; mechanical ones only, and only where its prediction there is unknown or more than the
+    best kernel has gained over that kernel since (a known smaller gain cannot win). Yields
+    (the key it was passed over with, the alternative)."""
+    from dataclasses import replace
+
+    from klineage.lineage.walk import sha
+
+    now = ctx.gains.get(sha(ctx.best_source), 1.0)
+    for earlier, prop in passed_over:
+        if prop.key in tried or prop.materializer != "mechanical" or not prop.pass_name:
+            continue
+        since = now / ctx.gains.get(sha(earlier), 1.0)
+        if prop.predicted is not None and prop.predicted <= since:
+            continue
+        what = prop.what or prop.label
+        yield (
+            prop.key,
+            replace(
+                prop,
+                key=f"{prop.key}@{sha(earlier)[:12]}",
+                label=f"{what} on the kernel before the structural rewrite kept after it was "
+                f"selected (an alternative: no place for it or no predicted gain in the kept kernel, "
+                f"{since:.2f}x faster since)",
+                what=f"{what} (alternative)",
+                source=earlier,
+            ),
+        )
 
 
 def _with_spread(
