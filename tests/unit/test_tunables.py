@@ -346,3 +346,41 @@ def test_a_lifted_row_count_is_sized_with_the_columns_the_launcher_computes() ->
     )
     [free] = analyse(unbounded)
     assert free.fixed == {} and max(c["ROWS"] for c in free.space()) == 16384
+
+
+TILE_COPY = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_tile(src, dst, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    r = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
+    c = (tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+    ok = (r < M) & (c < N)
+    tl.store(dst + c * M + r, tl.load(src + r * N + c, mask=ok), mask=ok)
+
+
+def launch(x, y, M, N):
+    copy_tile[(triton.cdiv(M, SIDE_M), triton.cdiv(N, SIDE_N))](x, y, M, N, BLOCK_M=SIDE_M, BLOCK_N=SIDE_N)
+"""
+
+
+def test_two_sizes_sharing_one_literal_in_the_grid_are_not_lifted_apart() -> None:
+    # 64 and 64: which tile count is BLOCK_M's cannot be read from the grid. Lifted apart, a
+    # config with BLOCK_N=16 would launch a quarter of the column tiles (the H200's tiled
+    # transpose table, 2026-12-03: non-finite output, the unwritten part).
+    (same,) = analyse(TILE_COPY.replace("SIDE_M", "64").replace("SIDE_N", "64"))
+    assert same.tunables == [] and same.fixed == {"BLOCK_M": 64, "BLOCK_N": 64}
+    # 32 and 64: each count is one size's; both lifted, and the grid follows each.
+    (apart,) = analyse(TILE_COPY.replace("SIDE_M", "32").replace("SIDE_N", "64"))
+    assert [(t.name, t.value, t.tiled) for t in apart.tunables] == [
+        ("BLOCK_M", 32, True),
+        ("BLOCK_N", 64, True),
+    ]
+    out = _lift(
+        TILE_COPY.replace("SIDE_M", "32").replace("SIDE_N", "64"),
+        {"configs": [{"BLOCK_M": 16, "BLOCK_N": 128, "num_warps": 4}]},
+    )
+    assert 'triton.cdiv(M, META["BLOCK_M"]), triton.cdiv(N, META["BLOCK_N"])' in out

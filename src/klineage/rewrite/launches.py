@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -296,6 +297,19 @@ def _reads(node: cst.CSTNode, name: str) -> int:
     return count
 
 
+def _unlift_shared_literals(launch: Launch, grid: cst.BaseExpression) -> None:
+    """Literal sizes of one value that the grid counts tiles of, e.g. `(cdiv(M, 64), cdiv(N,
+    64))` with BLOCK_M=64, BLOCK_N=64: which count is whose cannot be read from the grid, and
+    lifting them apart would leave tiles unlaunched (on the H200, 2026-12-03, a table of the
+    tiled transpose with BLOCK_N=16 wrote a quarter of the output). They keep their value."""
+    counted = [t for t in launch.tunables if t.local is None and _tile_counts(grid, t.value)]
+    shared = Counter(t.value for t in counted)
+    for t in counted:
+        if shared[t.value] > 1:
+            launch.tunables.remove(t)
+            launch.fixed[t.name] = t.value
+
+
 def _grid(
     call: cst.Call, binds: dict[str, list[cst.BaseExpression]]
 ) -> tuple[cst.BaseExpression | None, str | None]:
@@ -395,6 +409,8 @@ def analyse(source: str) -> list[Launch]:
                 continue
             tiled = uses_in_grid > 0 or key in body.loop_steps
             launch.tunables.append(Tunable(key, value, local, tiled))
+        if grid is not None:
+            _unlift_shared_literals(launch, grid)
         if launch.problem:
             continue
         if body.loops and launch.stages is None:
