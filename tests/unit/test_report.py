@@ -111,10 +111,10 @@ def test_report_page(tmp_path: Path) -> None:
     problems = section(page, "problems")
     assert "&lt;mismatch&gt;" in problems and "error:" in problems  # the error row shows its error
     assert "–" in problems  # null speedups
-    # Lineages: rows_per_program removed at softmax's step 14 cost 7.40x on tiny rows.
+    # Lineages: rows_per_program removed at softmax's step 14 cost 8.85x on tiny rows (the 2026-12-03 re-walk).
     lineages = section(page, "lineages")
     assert "softmax/expert.py" in lineages and "rows_per_program" in lineages
-    assert 'tiny_rows_gpu: <span class="up">7.40×</span>' in lineages
+    assert 'tiny_rows_gpu: <span class="up">8.85×</span>' in lineages
     assert "not measured" in lineages  # persistent_grid's first effect
     skills = section(page, "skills")
     assert skills.count('<details class="card"') == 3 and "persistent_grid" in skills
