@@ -43,6 +43,16 @@ def assert_gate_accepts(problem: Path, source: str, path: Path) -> None:
     assert r.accepted, r.message
 
 
+def assert_is_the_expert(source: str, workload: str) -> None:
+    """`source` is the corpus expert's program (the same AST: comments and layout aside), which
+    tests/interp/test_corpus_gate.py gates: a round trip that lands on it needs no gate call of
+    its own (each is a matmul- or attention-sized CPU gate call, the CI's longest)."""
+    import ast
+
+    expert = (KERNELS / workload / "expert.py").read_text()
+    assert ast.dump(ast.parse(source)) == ast.dump(ast.parse(expert)), f"not the {workload} expert"
+
+
 # The longest tests on the 2-core CI machine (`make test`'s --durations): run first, so that
 # pytest-xdist's workers do not end the run waiting on one of them. Order only: a name that
 # stops matching costs time, never a test.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
-from tests.conftest import KERNELS, ROOT, UNSEEN
+from tests.conftest import KERNELS, ROOT, UNSEEN, assert_is_the_expert
 from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
@@ -51,7 +51,7 @@ def test_matmul_even_k_path_round_trips_through_the_gate(tmp_path: Path) -> None
         in restored.source
     )
     assert "            a = tl.load(a_ptrs)\n            b = tl.load(b_ptrs)\n" in restored.source
-    _accepted(problem, restored.source, tmp_path / "forward.py")
+    assert_is_the_expert(restored.source, "matmul")  # gated by test_corpus_gate.py
 
 
 def test_unseen_divisible_softmax_is_found_and_stays_correct(tmp_path: Path) -> None:
