@@ -300,8 +300,10 @@ def _reads(node: cst.CSTNode, name: str) -> int:
 def _unlift_shared_literals(launch: Launch, grid: cst.BaseExpression) -> None:
     """Literal sizes of one value that the grid counts tiles of, e.g. `(cdiv(M, 64), cdiv(N,
     64))` with BLOCK_M=64, BLOCK_N=64: which count is whose cannot be read from the grid, and
-    lifting them apart would leave tiles unlaunched (on the H200, 2026-12-03, a table of the
-    tiled transpose with BLOCK_N=16 wrote a quarter of the output). They keep their value."""
+    lifting them apart left tiles unlaunched. On the H200 (2026-12-03) a table of the tiled
+    transpose was refused (non-finite output): its grid had become `(cdiv(M, META["BLOCK_M"]),
+    cdiv(N, META["BLOCK_M"]), B)`, so with BLOCK_N=16 three quarters of the columns were never
+    written. They keep their value."""
     counted = [t for t in launch.tunables if t.local is None and _tile_counts(grid, t.value)]
     shared = Counter(t.value for t in counted)
     for t in counted:
