@@ -24,6 +24,8 @@
 # machine's 30 s idle release: the first warms references, the second measures warm calls:
 #   LOAD_CACHE=$PWD/bench-out/load-cache WARM_S=430 ALONE_S=20 LOAD_WINDOW_S=30 bash benchmarks/measurement_h200.sh load-persistent
 #   LOAD_CACHE=$PWD/bench-out/load-cache WARM_S=0 ALONE_S=60 LOAD_WINDOW_S=200 bash benchmarks/measurement_h200.sh load-persistent
+# All 28 starts cold and the expert's 5 calls under load in one call (2026-12-04, thirteenth run):
+#   BUDGET=565 WARM_S=0 ALONE_S=85 LOAD_WINDOW_S=420 bash benchmarks/measurement_h200.sh load-persistent
 # Both paths cold, side by side in one call (the old one has no reference cache):
 #   WARM_S=0 ALONE_S=15 LOAD_WINDOW_S=195 bash benchmarks/measurement_h200.sh load-today,load-persistent
 # load = load-new then load-today, back to back: this tree's gate, then the gate before issue 14
