@@ -31,7 +31,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument(
         "--workloads",
-        default="softmax,rmsnorm,layernorm,cross_entropy,matmul,attention,colsum,cumsum,transpose",
+        default="softmax,rmsnorm,layernorm,cross_entropy,matmul,attention,colsum,cumsum,transpose,"
+        "skinny_matmul",
     )
     ap.add_argument(
         "--regimes",

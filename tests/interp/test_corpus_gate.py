@@ -15,9 +15,9 @@ KERNELS = Path(__file__).resolve().parents[2] / "src" / "klineage" / "kernels"
 WORKLOADS = sorted(p.name for p in KERNELS.iterdir() if (p / "problem.py").exists())
 
 
-def test_the_corpus_has_its_nine_workloads() -> None:
+def test_the_corpus_has_its_ten_workloads() -> None:
     for name in ("matmul", "softmax", "rmsnorm", "layernorm", "attention", "cross_entropy",
-                 "colsum", "cumsum", "transpose"):  # fmt: skip
+                 "colsum", "cumsum", "transpose", "skinny_matmul"):  # fmt: skip
         assert name in WORKLOADS
 
 
