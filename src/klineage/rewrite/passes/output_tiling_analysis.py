@@ -51,13 +51,20 @@ from klineage.rewrite.passes.multi_row_analysis import (
     _tl_roots,
     analyse_launches,
 )
+from klineage.rewrite.passes.output_tiling_indices import (
+    _assign_of,
+    _is_call,
+    _product_factors,
+    _reads,
+    _target,
+    output_indices,
+)
 from klineage.rewrite.passes.rows_per_program import (
     Ctx,
     Launch,
     bind,
     code,
     constexprs,
-    same,
     walk,
 )
 
@@ -91,55 +98,6 @@ class Analysis(Launched):
     store: cst.Call | None = None
     total: cst.Call | None = None  # the store's tl.sum(acc, ...)
     statement: cst.SimpleStatementLine | None = None
-
-
-def _assign_of(st: cst.BaseStatement) -> cst.Assign | None:
-    """The statement's single `name = value`, else None."""
-    if isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1:
-        a = st.body[0]
-        if (
-            isinstance(a, cst.Assign)
-            and len(a.targets) == 1
-            and isinstance(a.targets[0].target, cst.Name)
-        ):
-            return a
-    return None
-
-
-def _target(a: cst.Assign) -> str:
-    t = a.targets[0].target
-    assert isinstance(t, cst.Name)
-    return t.value
-
-
-def _reads(node: cst.CSTNode, names: set[str]) -> bool:
-    return any(isinstance(x, cst.Name) and x.value in names for x in walk(node))
-
-
-def _is_call(node: cst.CSTNode, roots: set[str], *last: str) -> bool:
-    if not isinstance(node, cst.Call):
-        return False
-    parts = dotted(node.func).split(".")
-    return len(parts) >= 2 and parts[0] in roots and parts[-1] in last
-
-
-def _program_axis(e: cst.BaseExpression, roots: set[str]) -> int | None:
-    """n for `tl.program_id(n)` / `tl.program_id(axis=n)` with n a literal, else None."""
-    if not _is_call(e, roots, "program_id"):
-        return None
-    assert isinstance(e, cst.Call)
-    if len(e.args) != 1 or not isinstance(e.args[0].value, cst.Integer):
-        return None
-    kw = e.args[0].keyword
-    if kw is not None and kw.value != "axis":
-        return None
-    return int(e.args[0].value.value)
-
-
-def _product_factors(e: cst.BaseExpression) -> list[cst.BaseExpression] | None:
-    if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply):
-        return [e.left, e.right]
-    return None
 
 
 class _Kernel:
@@ -198,73 +156,13 @@ class _Kernel:
         return None
 
     def indices(self) -> str | None:
-        a, grid = self.a, self.la.grid
-        if not (isinstance(grid, cst.Tuple | cst.List) and len(grid.elements) in (1, 2)):
-            return f"grid `{code(grid)}` is not a literal (R * C,) or (R, C)"
-        pids = [n for n in walk(self.kdef.body) if _is_call(n, self.roots, "program_id")]
-        if any(_is_call(n, self.roots, "num_programs") for n in walk(self.kdef.body)):
-            return f"{a.kernel} reads tl.num_programs"
-        defs = [x for x in map(_assign_of, self.body) if x is not None]
-        by_axis: dict[int, list[cst.Assign]] = {}
-        for d in defs:
-            axis = _program_axis(d.value, self.roots)
-            if axis is not None:
-                by_axis.setdefault(axis, []).append(d)
-        if len(pids) != sum(len(v) for v in by_axis.values()):
-            return "a program id read inside an expression (each must be assigned to a name)"
-        if len(grid.elements) == 2:
-            if set(by_axis) != {0, 1} or any(len(v) != 1 for v in by_axis.values()):
-                return "a 2-D grid whose two program ids are not each read once into a name"
-            a.form = "grid2"
-            first, second = by_axis[0][0], by_axis[1][0]
-            counts = [code(e.value) for e in grid.elements]
-        else:
-            if set(by_axis) != {0} or len(by_axis[0]) != 1:
-                return "a 1-D grid whose program id is not read once into a name"
-            a.form, a.pid_def = "split", by_axis[0][0]
-            a.pid = _target(a.pid_def)
-            split = [d for d in defs if _reads(d.value, {a.pid})]
-            reads = [
-                n for n in walk(self.kdef.body) if isinstance(n, cst.Name) and n.value == a.pid
-            ]
-            if len(split) != 2 or len(reads) != 3:  # its assignment and the two splits
-                return (
-                    f"{a.pid} is not split into exactly two indices (`{a.pid} // D`, `{a.pid} % D`)"
-                )
-            ops: dict[type, cst.Assign] = {}
-            div = ""
-            for d in split:
-                v = d.value
-                if not (
-                    isinstance(v, cst.BinaryOperation)
-                    and isinstance(v.operator, cst.FloorDivide | cst.Modulo)
-                    and isinstance(v.left, cst.Name)
-                    and v.left.value == a.pid
-                    and isinstance(v.right, cst.Name)
-                    and v.right.value in self.params
-                ):
-                    return f"`{code(d)}`: not `{a.pid} // D` or `{a.pid} % D` with D a parameter"
-                if div and v.right.value != div:
-                    return f"{a.pid} is split by two divisors"
-                div = v.right.value
-                ops[type(v.operator)] = d
-            if set(ops) != {cst.FloorDivide, cst.Modulo}:
-                return f"{a.pid} is not split by both // and %"
-            first, second = ops[cst.FloorDivide], ops[cst.Modulo]
-            col_arg = bind(self.la.call, self.kdef).get(div)
-            factors = _product_factors(grid.elements[0].value)
-            if col_arg is None or factors is None:
-                return f"grid `{code(grid)}` is not R * {div}'s launch value"
-            rest = [f for f in factors if not same(code(f), code(col_arg))]
-            if len(rest) != 1:
-                return f"grid `{code(grid)}` is not R * {code(col_arg)}"
-            counts = [code(rest[0]), code(col_arg)]
-        names = [_target(first), _target(second)]
-        for n in names:
-            if len(self.ctx.assigns(self.kdef).get(n, [])) != 1 or n in self.params:
-                return f"the output index {n} is assigned more than once"
-        self.index_defs = {names[0]: first, names[1]: second}
-        self.index_counts = {names[0]: counts[0], names[1]: counts[1]}
+        found = output_indices(self.ctx, self.la, self.kdef, self.roots, self.body)
+        if isinstance(found, str):
+            return found
+        a = self.a
+        a.form, a.pid, a.pid_def = found.form, found.pid, found.pid_def
+        self.index_defs = dict(zip(found.names, found.defs, strict=True))
+        self.index_counts = dict(zip(found.names, found.counts, strict=True))
         return None
 
     def loop_body(self) -> str | None:
