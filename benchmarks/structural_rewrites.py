@@ -2,6 +2,9 @@
 one file DIR/<problem>__<pass>.py per rewrite (benchmarks/structural_h200.sh gates them).
 
     PYTHONPATH=src python benchmarks/structural_rewrites.py DIR [PASS,PASS,...]
+
+A PASS may be a chain `first+second` (each at its first site of the kernel the one before it
+made, as the optimize loop's composite proposals are): DIR/<problem>__first_then_second.py.
 """
 
 from __future__ import annotations
@@ -23,15 +26,23 @@ def main() -> None:
     for problem in sorted(p for p in HELDOUT.iterdir() if (p / "naive.py").exists()):
         source = (problem / "naive.py").read_text(encoding="utf-8")
         for name in wanted:
-            sites = passes[name].forward_sites(source)
-            if not sites:
-                continue
-            r = passes[name].apply(source, sites[0], {})
-            print(
-                f"{problem.name}: {name} {'applied' if r.applied else 'skipped: ' + str(r.reason)}"
-            )
-            if r.applied and r.source is not None:
-                (out / f"{problem.name}__{name}.py").write_text(r.source, encoding="utf-8")
+            made, why = source, ""
+            for step in name.split("+"):
+                sites = passes[step].forward_sites(made)
+                if not sites:
+                    why = f"{step}: no site"
+                    break
+                r = passes[step].apply(made, sites[0], {})
+                if not r.applied or r.source is None:
+                    why = f"{step} skipped: {r.reason}"
+                    break
+                made = r.source
+            if why == f"{name.split('+')[0]}: no site":
+                continue  # not this pass's kernel
+            print(f"{problem.name}: {name} {why or 'applied'}")
+            if not why:
+                stem = name.replace("+", "_then_")
+                (out / f"{problem.name}__{stem}.py").write_text(made, encoding="utf-8")
 
 
 if __name__ == "__main__":
