@@ -108,3 +108,16 @@ def test_does_not_apply_is_a_reason_not_an_exception() -> None:
     assert p.backward_sites("def broken(:\n") == []
     r = p.simplify("def broken(:\n", site)
     assert not r.applied and "does not parse" in r.reason
+
+
+def test_an_expression_naming_what_the_file_does_not_define_is_skipped() -> None:
+    """A skill's expression names its expert's variable (`num_warps=num_warps`); in a target
+    without it the rewrite would be a NameError at load (a gate call spent on the H200,
+    2026-12-04), so it is a skip that says which name is missing."""
+    p = get_pass("num_warps")
+    (fwd,) = p.forward_sites(NAIVE)
+    r = p.apply(NAIVE, fwd, {"expr": "num_warps"})
+    assert not r.applied and "reads num_warps, which this file does not define" in r.reason
+    # names the file does bind (a launcher parameter, an import) are fine
+    r = p.apply(NAIVE, fwd, {"expr": "max(4, m // 1024)"})
+    assert r.applied and r.source is not None and "num_warps=max(4, m // 1024)" in r.source

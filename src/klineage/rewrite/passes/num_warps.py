@@ -35,6 +35,7 @@ from klineage.rewrite.base import (
     replace_nth_call,
 )
 from klineage.rewrite.base import code_of as _code
+from klineage.rewrite.passes.rows_per_program import bound_names, names_in, walk
 from klineage.rewrite.registry import register
 
 DEFAULT = "4"  # Triton's default num_warps
@@ -228,9 +229,19 @@ class NumWarps(RewritePass):
 
         def run() -> RewriteResult:
             try:
-                cst.parse_expression(expr)
+                parsed = cst.parse_expression(expr)
             except cst.ParserSyntaxError:
                 return RewriteResult.skip(f"num_warps expression {expr!r} does not parse", site)
+            missing = set(names_in(parsed)) - _defined(parse(source))
+            if missing:
+                # A skill's expression names its expert's variable (`num_warps=num_warps`): on
+                # the H200 (2026-12-04) it reached a table as `num_warps=num_warps`, a
+                # NameError the gate caught at load, one gate call spent.
+                return RewriteResult.skip(
+                    f"num_warps expression {expr!r} reads {', '.join(sorted(missing))}, which "
+                    "this file does not define",
+                    site,
+                )
             new = replace_nth_call(
                 source, self._forward_predicate(source), site.index, add, kernels_only=False
             )
@@ -246,3 +257,18 @@ class NumWarps(RewritePass):
             )
 
         return self.safe(run)
+
+
+def _defined(module: cst.Module) -> set[str]:
+    """Every name the file binds anywhere (assignments, parameters, functions, classes,
+    imports) and the builtins: what an expression placed in it may read."""
+    import builtins
+
+    out = bound_names(module) | set(dir(builtins))
+    for n in walk(module):
+        if isinstance(n, cst.Param | cst.FunctionDef | cst.ClassDef):
+            out.add(n.name.value)
+        elif isinstance(n, cst.ImportAlias):
+            target = n.asname.name if n.asname else n.name
+            out.add(dotted(target).split(".")[0])
+    return out
