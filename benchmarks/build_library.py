@@ -82,7 +82,7 @@ from klineage.store import open_store
 
 HERE = Path(__file__).resolve().parent
 # Two GPU regimes per workload that differ in kind (short vs long rows, square vs skinny...).
-REGIMES = "llama,short_rows,large,tiny_rows_gpu,llama2,gemma_vocab,hidden_4096,square_4096,skinny_m16,causal_d64,short_d64"
+REGIMES = "llama,short_rows,large,tiny_rows_gpu,llama2,gemma_vocab,hidden_4096,square_4096,skinny_m16,causal_d64,short_d64,wgrad_bf16,tall_k_fp16"
 
 
 def _probe(job: tuple[Path, str]) -> str:
