@@ -27,20 +27,56 @@ def _seed_rng() -> None:
         pass
 
 
+# This session's (xdist worker's) folder for the candidates assert_gate_accepts gates.
+_GATED: list[Path] = []
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     # Tests must never read verdicts cached by an earlier run of different code.
     os.environ["KLINEAGE_CACHE_DIR"] = str(tmp_path_factory.mktemp("klineage-cache"))
+    _GATED[:] = [tmp_path_factory.mktemp("gated")]
 
 
-def assert_gate_accepts(problem: Path, source: str, path: Path) -> None:
-    """Write `source` to `path` and assert the CPU gate accepts it against `problem`."""
+def in_gated_folder(source: str, name: str) -> Path:
+    """`source` written as `name` in this test session's one folder for gated candidates.
+
+    The gate keeps a warm sandbox (gate/zygote.py: torch and triton imported) per candidate
+    folder, so a candidate in a folder of its own (each test's tmp_path, each held-out problem's
+    folder) paid ~4 s of a CPU gate call (~8-10 s on a small problem) to start one. Each
+    candidate still runs in its own forked child, as each candidate of a walk or an optimize run
+    does; a candidate that imports nothing from its folder is gated the same from here."""
+    path = _GATED[0] / name
+    assert not path.exists(), f"{path}: two candidates of this session under one name"
+    path.write_text(source)
+    return path
+
+
+def assert_gate_accepts(
+    problem: Path, source: str, path: Path, regimes: tuple[str, ...] | None = None
+) -> None:
+    """Write `source` to `path` and assert the CPU gate accepts it against `problem`, on
+    `regimes` (None: every CPU regime of the problem). The gate is given a copy in the session's
+    folder (in_gated_folder): `path`'s parent is the test's tmp_path, a folder of its own."""
     from klineage.config import GateConfig
     from klineage.gate import run_gate
 
     path.write_text(source)
-    r = run_gate(problem, path, device="cpu", config=GateConfig(cache=False))
+    gated = in_gated_folder(source, f"{path.parent.name}-{path.name}")
+    r = run_gate(problem, gated, device="cpu", regimes=list(regimes) if regimes else None,
+                 config=GateConfig(cache=False))  # fmt: skip
     assert r.accepted, r.message
+
+
+# The matmul round trips' regimes: the expert's four CPU regimes but odd_fp16, the costliest
+# (~19 s of a ~35 s correctness stage: every one of the 8 configs over 4 K steps of fp16 dots).
+# What they keep: tiny_fp16 builds and runs every config (fp32 inputs prune all but one by
+# shared memory), with EVEN_K true (BLOCK_SIZE_K 32, 64) and false (128); odd_fp32 a masked K
+# tail over two K steps; even_k_fp32 four unmasked K steps and a second row tile (pid_m = 1).
+# odd_fp16's one extra is a second column tile, which only the launch order reads
+# (test_roundtrip_grouped_launch_order.py gates on every regime); the expert itself is gated on
+# all four (test_corpus_gate.py).
+MATMUL_ROUND_TRIP_REGIMES = ("tiny_fp16", "odd_fp32", "even_k_fp32")
 
 
 def assert_is_the_expert(source: str, workload: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
-from tests.conftest import KERNELS, ROOT, UNSEEN, assert_is_the_expert
+from tests.conftest import KERNELS, MATMUL_ROUND_TRIP_REGIMES, ROOT, UNSEEN, assert_is_the_expert
 from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
@@ -38,7 +38,9 @@ def test_matmul_even_k_path_round_trips_through_the_gate(tmp_path: Path) -> None
     simplified = p.simplify(expert, site)
     assert simplified.applied and simplified.source is not None
     assert "EVEN_K" not in simplified.source and "@triton.heuristics" not in simplified.source
-    _accepted(problem, simplified.source, tmp_path / "backward.py")
+    # The K loop without its EVEN_K branch, on the regimes where the expert took it (tiny_fp16,
+    # even_k_fp32) and a masked tail (odd_fp32); MATMUL_ROUND_TRIP_REGIMES says what each runs.
+    _accepted(problem, simplified.source, tmp_path / "backward.py", MATMUL_ROUND_TRIP_REGIMES)
 
     fwd = min(
         (s for s in p.forward_sites(simplified.source) if s.function == site.function),

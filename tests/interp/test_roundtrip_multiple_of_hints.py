@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
-from tests.conftest import KERNELS, UNSEEN
+from tests.conftest import KERNELS, MATMUL_ROUND_TRIP_REGIMES, UNSEEN
 from tests.conftest import assert_gate_accepts as _accepted
 
 pytestmark = pytest.mark.interpreter
@@ -27,7 +27,8 @@ def test_matmul_offsets_hint_round_trips_through_the_gate(tmp_path: Path) -> Non
     simplified = p.simplify(expert, site)
     assert simplified.applied and simplified.source is not None
     assert "offs_am = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)\n" in simplified.source
-    _accepted(problem, simplified.source, tmp_path / "backward.py")
+    # The hints wrap offs_am: MATMUL_ROUND_TRIP_REGIMES run every config and a second row tile.
+    _accepted(problem, simplified.source, tmp_path / "backward.py", MATMUL_ROUND_TRIP_REGIMES)
 
     # Forward into a kernel with no hints left at all.
     source = p.simplify(simplified.source, p.backward_sites(simplified.source)[0]).source
@@ -36,7 +37,7 @@ def test_matmul_offsets_hint_round_trips_through_the_gate(tmp_path: Path) -> Non
     restored = p.apply(source, fwd, site.params)
     assert restored.applied and restored.source is not None
     assert restored.source.count("tl.max_contiguous(") == 1
-    _accepted(problem, restored.source, tmp_path / "forward.py")
+    _accepted(problem, restored.source, tmp_path / "forward.py", MATMUL_ROUND_TRIP_REGIMES)
 
 
 def test_unseen_tiled_matmul_is_found_and_stays_correct(tmp_path: Path) -> None:

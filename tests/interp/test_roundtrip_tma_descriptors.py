@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from klineage.rewrite import get_pass
-from tests.conftest import ROOT
+from tests.conftest import MATMUL_ROUND_TRIP_REGIMES, ROOT
 from tests.conftest import assert_gate_accepts as _gate
 
 pytestmark = pytest.mark.interpreter
@@ -28,7 +28,10 @@ def test_matmul_expert_pointer_only_then_tma_again(tmp_path: Path) -> None:
     assert site.params["guard"] == "_use_tma(a, b, c)" and site.function == "matmul"
     simple = p.simplify(expert, site)
     assert simple.applied and simple.source == expert.replace("if _use_tma(a, b, c):", "if False:")
-    _gate(MATMUL / "problem.py", simple.source, tmp_path / "simplified.py")
+    # The launcher's dispatch: the CPU runs the pointer path on every regime (see above).
+    _gate(
+        MATMUL / "problem.py", simple.source, tmp_path / "simplified.py", MATMUL_ROUND_TRIP_REGIMES
+    )
 
     (fwd,) = p.forward_sites(simple.source)
     assert fwd.line == site.line
