@@ -126,8 +126,8 @@ def test_kill_9_mid_optimize_loses_no_trial_and_the_rerun_resumes(tmp_path: Path
         "optimize",
         str(KERNELS / "softmax" / "problem.py"),
         str(naive),
-        "--budget",
-        "3",
+        "--budget",  # 2: one trial committed before the kill, one after the resume
+        "2",
         "--regime",
         "tiny_rows",
         db=db,
