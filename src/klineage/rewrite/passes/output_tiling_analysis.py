@@ -67,6 +67,8 @@ from klineage.rewrite.passes.rows_per_program import (
     constexprs,
     walk,
 )
+from klineage.rewrite.passes.split_k_analysis import _statement
+from klineage.rewrite.passes.tile_rewrite import _is_docstring
 
 LOOP_RANGES = {"range", "tl.range", "triton.language.range"}
 
@@ -106,7 +108,7 @@ class _Kernel:
     def __init__(self, ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], a: Analysis):
         self.ctx, self.la, self.kdef, self.roots, self.a = ctx, la, kdef, roots, a
         body = kdef.body.body if isinstance(kdef.body, cst.IndentedBlock) else []
-        self.body = [st for st in body if not _docstring(st)]
+        self.body = [st for st in body if not _is_docstring(st)]
         self.loops = [st for st in self.body if isinstance(st, cst.For)]
         self.params = {p.name.value for p in kdef.params.params}
 
@@ -251,7 +253,7 @@ class _Kernel:
         if got != sorted([a.a_value, a.b_value]):
             return f"`{code(small)}`: the update is not a product of the two loads (each bare or `.to(fp32)`)"
         for f in factors:
-            if isinstance(f, cst.Call) and not _fp32_cast(f, self.roots):
+            if isinstance(f, cst.Call) and not _fp32_cast(f):
                 return f"`{code(f)}`: a cast to anything but fp32"
         a.acc = acc
         return None
@@ -412,32 +414,13 @@ def _bare(e: cst.BaseExpression) -> str:
     return e.value if isinstance(e, cst.Name) else ""
 
 
-def _fp32_cast(e: cst.Call, roots: set[str]) -> bool:
+def _fp32_cast(e: cst.Call) -> bool:
     return (
         isinstance(e.func, cst.Attribute)
         and e.func.attr.value == "to"
         and len(e.args) == 1
         and dotted(e.args[0].value).split(".")[-1] == "float32"
     )
-
-
-def _docstring(st: cst.BaseStatement) -> bool:
-    return (
-        isinstance(st, cst.SimpleStatementLine)
-        and len(st.body) == 1
-        and isinstance(st.body[0], cst.Expr)
-        and isinstance(st.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )
-
-
-def _statement(la: Launch) -> cst.SimpleStatementLine | None:
-    """The launch's own statement line (`kernel[grid](...)` alone), else None."""
-    for n in walk(la.func):
-        if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1:
-            small = n.body[0]
-            if isinstance(small, cst.Expr) and small.value is la.call:
-                return n
-    return None
 
 
 def _problem(
