@@ -97,3 +97,31 @@ def test_a_comparison_where_every_element_is_off_says_what_usually_causes_it() -
     one[3, 2] += 1.0
     c1 = compare_tensor(one, want, 1e-4, "output")
     assert not c1.ok and "nearly every element" not in c1.message  # one bad element: no such hint
+
+
+def test_chunked_fast_pass_sees_every_chunk_and_leaves_inputs_alone(monkeypatch) -> None:
+    """The fast pass compares FAST_CHUNK elements at a time: an error, a NaN or an infinity in
+    the last (partial) chunk still fails with the element named, the largest errors come from
+    any chunk, and float32 outputs (whose chunks are views, not copies) are not modified."""
+    import klineage.gate.compare as compare
+
+    monkeypatch.setattr(compare, "FAST_CHUNK", 7)
+    want = torch.linspace(-3, 3, 40).reshape(5, 8)
+    got = want.clone()
+    got[4, 7] += 0.5  # element 39: the fifth chunk of five (39 // 7 = 5, a partial one)
+    before = (got.clone(), want.clone())
+    c = compare_tensor(got, want, 1e-4, "output")
+    assert not c.ok and "1/40 element(s) beyond tolerance" in c.message
+    assert "worst at (4, 7)" in c.message
+    assert torch.equal(got, before[0]) and torch.equal(want, before[1])
+
+    got[4, 7] = math.nan
+    c = compare_tensor(got, want, 1e-4, "output")
+    assert not c.ok and "first at (4, 7): got NaN" in c.message
+
+    near = want.half()
+    off = near.clone()
+    off[2, 3] = float(off[2, 3]) + 1e-3  # inside fp16's tolerance, in the third chunk
+    c = compare_tensor(off, near, 1e-2, "output")
+    assert c.ok and c.max_abs_err > 0.0
+    assert c.max_abs_err == compare_tensor(off.float(), near.float(), 1e-2, "output").max_abs_err

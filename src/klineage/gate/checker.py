@@ -16,6 +16,7 @@ import contextlib
 import re
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ ALLOWED_DEVICE_KERNELS = re.compile(
 
 
 MAX_BUDGETED_CONFIGS = 64
+MEASURED_GRANT_FACTOR = 3.0  # the most _time_for_passes adds, in units of the call's timeout
 
 
 @dataclass
@@ -70,23 +72,40 @@ class Checked:
         return max(self.autotuners.values(), default=1)
 
 
+KEEP_EXPECTED_BYTES = 2 << 30
+"""Bytes of reference outputs the checker keeps in memory, least recently used dropped first.
+The correctness loop runs every case of a regime under each autotune config in turn, so it reads
+each case's expected output once per config: kept, a regime's cases (7 x 168 MB on the reverse
+cumsum's largest) are read from disk once, not 16 times for a 16-config table."""
+
+
+def _nbytes(outputs: list[Any]) -> int:
+    return sum(o.numel() * o.element_size() for o in outputs if hasattr(o, "element_size"))
+
+
 @dataclass
 class Expected:
     """The reference's answers, read from the parent's private folder."""
 
     folder: Path
     manifest: RefManifest
-    cache: dict[str, list[Any]] = field(default_factory=dict)
+    cache: OrderedDict[str, list[Any]] = field(default_factory=OrderedDict)
+    keep_bytes: int = KEEP_EXPECTED_BYTES
 
     def outputs(self, case: RefCase) -> list[Any]:
-        if case.expected not in self.cache:
-            import torch
+        if case.expected in self.cache:
+            self.cache.move_to_end(case.expected)
+            return self.cache[case.expected]
+        import torch
 
-            self.cache.clear()  # one regime's outputs at a time: large regimes are large
-            self.cache[case.expected] = list(
-                torch.load(self.folder / case.expected, weights_only=True)["outputs"]
-            )
-        return self.cache[case.expected]
+        outs = list(torch.load(self.folder / case.expected, weights_only=True)["outputs"])
+        held = _nbytes(outs)
+        for key in list(self.cache):  # oldest first; the new one stays even alone over the cap
+            if held + sum(_nbytes(v) for v in self.cache.values()) <= self.keep_bytes:
+                break
+            del self.cache[key]
+        self.cache[case.expected] = outs
+        return outs
 
     def float64(self, case: RefCase) -> list[Any] | None:
         """The reference evaluated in float64, per output (None where it was not), read only
@@ -118,6 +137,7 @@ class Checker:
         self.inputs = inputs
         self.seen = Checked()
         self._budgeted = 1  # autotune configs the candidate's clock has time for
+        self._measured_grant = 0.0  # seconds added for later configs' passes over regimes
         # Held around each request to the harness (the GPU work), not around the comparisons
         # after it: on a GPU, the gate's lock taken shared (GpuLock.shared).
         self.hold = hold
@@ -131,6 +151,18 @@ class Checker:
         if grown > 0:
             self.harness.clock.timeout_s += grown * self.cfg.timeout_per_config_s
             self._budgeted += grown
+
+    def _time_for_passes(self, first_pass_s: float, passes: int) -> None:
+        """Every config runs the regime's cases again, so a regime whose first config's pass
+        took t seconds needs (configs - 1) x t more: the clock grows by that, on top of the
+        flat per-config allowance (compiling), up to MEASURED_GRANT_FACTOR x the call's own
+        timeout in all. A 16-config table over three 84M-element regimes is 16 passes of
+        seconds each, not a hang; a candidate slow on purpose buys a bounded wait at most."""
+        cap = MEASURED_GRANT_FACTOR * self.cfg.timeout_s - self._measured_grant
+        grant = min((min(passes, MAX_BUDGETED_CONFIGS) - 1) * first_pass_s, cap)
+        if grant > 0:
+            self.harness.clock.timeout_s += grant
+            self._measured_grant += grant
 
     def tolerance_for(self, regime: RefRegime) -> Callable[[str], float]:
         def tol(dtype: str) -> float:
@@ -255,6 +287,7 @@ class Checker:
         kernels: set[str] = set()
         c = 0
         passes = self.seen.passes
+        started = time.perf_counter()
         while c < passes:
             previous: tuple[list[Any], list[Any]] | None = None
             for case in regime.cases:
@@ -315,6 +348,8 @@ class Checker:
                     previous = (got, want)
             c += 1
             passes = max(passes, self.seen.passes)  # an autotuned kernel first seen here
+            if c == 1 and passes > 1:
+                self._time_for_passes(time.perf_counter() - started, passes)
         if skipped and len(skipped) == passes:
             return RegimeOutcome(
                 regime=regime.name,
