@@ -35,7 +35,7 @@ from klineage.llm.base import LLMBackend
 from klineage.metrics import geomean
 from klineage.optimize.decide import speedup, timed_regimes
 from klineage.optimize.materialize import LLMMaterializer, Materialized, mechanical
-from klineage.optimize.policies import CPU_CONFIGS, Context, Proposal, get_policy
+from klineage.optimize.policies import CPU_CONFIGS, Context, Proposal, get_policy, table_size
 from klineage.optimize.summary import RegimeSummary, RunSummary
 from klineage.optimize.trials import State, TrialRecorder
 from klineage.problem.loader import check_overrides, read_source
@@ -243,7 +243,11 @@ class Optimizer:
             st.best_source,
             memory=self.memory,
             shapes=shapes_of(self.shapes),
-            configs=self.config.configs_per_call if self.device == "cuda" else CPU_CONFIGS,
+            configs=(
+                table_size(self.config.configs_per_call, self.config.timeout_s, start_gate)
+                if self.device == "cuda"
+                else CPU_CONFIGS
+            ),
         )
         trials = TrialRecorder(
             self.store,

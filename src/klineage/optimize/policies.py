@@ -70,6 +70,29 @@ class Context:
 
 CPU_CONFIGS = 2
 
+TABLE_SHARE = 2.0
+"""The seconds a tunables table's correctness sweep may take, in units of the gate call's
+timeout. The gate checks every config on every case of every regime, so a table of k configs
+costs about k times the start's correctness stage: on the reverse cumsum's 84M-element regimes
+(35 calls, 36 s on the H200) a 16-config table is ~560 calls, nine minutes for one gate call."""
+
+
+def table_size(configs_per_call: int, timeout_s: float, start_gate: dict[str, Any]) -> int:
+    """Configs one tunables proposal carries: configs_per_call, fewer where the start's own
+    correctness stage says that many would not be checked in TABLE_SHARE x the call's timeout
+    (two at least: a table of one is not a search)."""
+    seconds = next(
+        (
+            float(s.get("seconds") or 0.0)
+            for s in start_gate.get("stages", [])
+            if s.get("stage") == "correctness"
+        ),
+        0.0,
+    )
+    if seconds <= 0.0:
+        return configs_per_call
+    return max(2, min(configs_per_call, int(TABLE_SHARE * timeout_s / seconds)))
+
 
 class Policy(Protocol):
     name: str
