@@ -23,11 +23,16 @@ fi
 DEFAULT=attention_causal_d128_short,attention_d32,attention_gqa,attention_scaled_custom,batched_matmul,gemv,linear_nt,linear_residual,matmul_bias_gelu,matmul_bias_relu,matmul_tall_skinny_fp32
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
+# The store is in WAL mode: a plain copy of the .db file can miss every trial, so it is copied
+# by SQLite's backup. Every 60 s as well as at the end: a call the device tool cuts short (its
+# limit is the time left to the session, which can be under T) still brings back each trial
+# finished so far (2026-12-04: a call cut at 524 s with T=540 brought back nothing).
+backup() { python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" /tmp/search.db "$R/search.db" 2>/dev/null; }
+( while sleep 60; do backup; done ) & SAVER=$!
 t0=$(date +%s)
 timeout "${T:-520}" python3 -m klineage bench --suite heldout --device cuda --policies "${POLICIES:-klineage,random}" \
   --budget "${BUDGET:-3}" ${SKILLS:+--skills "$SKILLS"} ${EXTRA:-} --per-gpu "${PER_GPU:-8}" --problems "${PROBLEMS:-$DEFAULT}" --out "$R" > "$R/bench.log" 2>&1
 echo "bench exit $? after $(( $(date +%s) - t0 )) s" >> "$R/status.txt"
 pkill -f "python3 -m klineage|multiprocessing.spawn|klineage.gate.worker" 2>/dev/null
-# The store is in WAL mode: a plain copy of the .db file can miss every trial.
-python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" /tmp/search.db "$R/search.db"
+kill $SAVER 2>/dev/null; backup
 tail -40 "$R/bench.log"; cat "$R/status.txt"
