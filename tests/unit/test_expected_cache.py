@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 import klineage.gate.checker as checker
+from klineage.gate.expected import Expected
 from klineage.gate.protocol import RefCase
 
 
@@ -29,7 +30,7 @@ def test_cases_are_read_once_while_they_fit_and_the_oldest_goes_first(
 
     monkeypatch.setattr(torch, "load", counting_load)
     a, b, c = (_case(tmp_path, n, v) for n, v in (("a", 1.0), ("b", 2.0), ("c", 3.0)))
-    exp = checker.Expected(tmp_path, manifest=None, keep_bytes=2 * 1024)  # type: ignore[arg-type]
+    exp = Expected(tmp_path, manifest=None, keep_bytes=2 * 1024)  # type: ignore[arg-type]
     for _config in range(3):  # three configs, each over the regime's two cases
         assert float(exp.outputs(a)[0][0]) == 1.0
         assert float(exp.outputs(b)[0][0]) == 2.0

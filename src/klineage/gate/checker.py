@@ -16,7 +16,6 @@ import contextlib
 import re
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from klineage.gate.compare import (
     compare_outputs,
     tensors_equal,
 )
+from klineage.gate.expected import Expected
 from klineage.gate.gpulock import Hold
 from klineage.gate.protocol import (
     CallReply,
@@ -36,7 +36,6 @@ from klineage.gate.protocol import (
     KernelsReply,
     LoadReply,
     RefCase,
-    RefManifest,
     RefRegime,
 )
 from klineage.gate.records import RegimeOutcome, Stage, StageNumbers, StageResult, Status
@@ -70,55 +69,6 @@ class Checked:
     @property
     def passes(self) -> int:
         return max(self.autotuners.values(), default=1)
-
-
-KEEP_EXPECTED_BYTES = 2 << 30
-"""Bytes of reference outputs the checker keeps in memory, least recently used dropped first.
-The correctness loop runs every case of a regime under each autotune config in turn, so it reads
-each case's expected output once per config: kept, a regime's cases (7 x 168 MB on the reverse
-cumsum's largest) are read from disk once, not 16 times for a 16-config table."""
-
-
-def _nbytes(outputs: list[Any]) -> int:
-    return sum(o.numel() * o.element_size() for o in outputs if hasattr(o, "element_size"))
-
-
-@dataclass
-class Expected:
-    """The reference's answers, read from the parent's private folder."""
-
-    folder: Path
-    manifest: RefManifest
-    cache: OrderedDict[str, list[Any]] = field(default_factory=OrderedDict)
-    keep_bytes: int = KEEP_EXPECTED_BYTES
-
-    def outputs(self, case: RefCase) -> list[Any]:
-        if case.expected in self.cache:
-            self.cache.move_to_end(case.expected)
-            return self.cache[case.expected]
-        import torch
-
-        outs = list(torch.load(self.folder / case.expected, weights_only=True)["outputs"])
-        held = _nbytes(outs)
-        for key in list(self.cache):  # oldest first; the new one stays even alone over the cap
-            if held + sum(_nbytes(v) for v in self.cache.values()) <= self.keep_bytes:
-                break
-            del self.cache[key]
-        self.cache[case.expected] = outs
-        return outs
-
-    def float64(self, case: RefCase) -> list[Any] | None:
-        """The reference evaluated in float64, per output (None where it was not), read only
-        when a comparison needs it: the expected output plus the stored difference."""
-        if not case.float64:
-            return None
-        import torch
-
-        deltas = torch.load(self.folder / case.float64, weights_only=True)["deltas"]
-        return [
-            w.double() + d.double() if isinstance(d, torch.Tensor) else None
-            for w, d in zip(self.outputs(case), deltas, strict=False)
-        ]
 
 
 class Checker:

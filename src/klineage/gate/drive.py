@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from klineage.gate.checker import Checker, Expected, load_candidate
+from klineage.gate.checker import Checker, load_candidate
 from klineage.gate.disk import START_FREE_BYTES, machine_fault, wait_for_disk
+from klineage.gate.expected import Expected
 from klineage.gate.gpulock import GpuLock, Hold, LockMode
 from klineage.gate.protocol import RefManifest, RefRegime, RefRequest
 from klineage.gate.records import (
