@@ -162,7 +162,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
 
     monkeypatch.setattr(loop_mod, "mechanical", fake_mechanical)
     monkeypatch.setattr(loop_mod.Optimizer, "gate", fake_gate)
-    monkeypatch.setattr(loop_mod, "regime_shapes", lambda p, **kw: {"small": {"shapes": [[2]], "dtypes": ["float32"]},
+    monkeypatch.setattr(loop_mod, "problem_shapes", lambda p, o=None: {"small": {"shapes": [[2]], "dtypes": ["float32"]},
                                                                "big": {"shapes": [[4096]], "dtypes": ["float32"]}})  # fmt: skip
     return {
         "problem": problem,

@@ -180,8 +180,8 @@ def skills_retrieve(
     predict a gain on some regime) ranked by predicted speedup, then the excluded, each with why.
     The conditions are read at the problem's regimes, at the sizes --set gives them."""
     from klineage.problem.loader import check_overrides
-    from klineage.problem.shapes import features, regime_shapes
-    from klineage.skills.conditions import shapes_of
+    from klineage.problem.shapes import features
+    from klineage.skills.conditions import problem_shapes, shapes_of
     from klineage.skills.retrieve import retrieve
 
     try:
@@ -192,7 +192,7 @@ def skills_retrieve(
         # As optimize matches them: on a GPU, to the regimes it would time.
         from klineage.optimize.decide import timed_regimes
 
-        inputs = regime_shapes(problem, overrides=overrides)
+        inputs = problem_shapes(problem, overrides)
         target = {r: features(e) for r, e in inputs.items()}
         timed = timed_regimes(problem.read_text(encoding="utf-8"), list(target), device)
         target = {r: f for r, f in target.items() if r in timed} if timed else target

@@ -39,8 +39,8 @@ from klineage.optimize.policies import CPU_CONFIGS, Context, Proposal, get_polic
 from klineage.optimize.summary import RegimeSummary, RunSummary
 from klineage.optimize.trials import State, TrialRecorder
 from klineage.problem.loader import check_overrides, read_source
-from klineage.problem.shapes import features, regime_shapes
-from klineage.skills.conditions import shapes_of
+from klineage.problem.shapes import features
+from klineage.skills.conditions import problem_shapes, shapes_of
 from klineage.skills.model import Skill
 from klineage.store import Store
 from klineage.store.db import TrialRow
@@ -119,7 +119,7 @@ class Optimizer:
         self.memory = memory
         self.emit = on_event or (lambda kind, data: None)
         self.problem_src, self.kernel_src = read_source(problem), read_source(kernel)
-        self.shapes = shapes = regime_shapes(problem, overrides=settings.overrides)
+        self.shapes = shapes = problem_shapes(problem, settings.overrides)
         self.target = {r: features(e) for r, e in shapes.items()}
         self.regime_text = "\n".join(
             f"- {r}: inputs {e['shapes']} {e['dtypes']}" for r, e in shapes.items()

@@ -76,6 +76,20 @@ def _shipped() -> dict[str, dict[str, dict[str, Any]]]:
     return table if isinstance(table, dict) else {}
 
 
+def problem_shapes(problem: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """regime_shapes(problem, overrides=...), from the shipped table when the file is a shipped
+    problem unchanged and nothing is rebound: what optimize and retrieval start from. Unlike
+    regime_inputs it raises the problem's LoadError (a problem that cannot be read stops a run)."""
+    if not overrides:
+        try:
+            hit = _shipped().get(shapes_key(problem.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError):
+            hit = None
+        if hit:
+            return hit
+    return regime_shapes(problem, overrides=overrides)
+
+
 def _disk_cache(source: str) -> Path:
     from klineage.config import default_cache_dir
 

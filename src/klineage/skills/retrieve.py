@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from klineage.metrics import geomean
-from klineage.problem.shapes import features, regime_shapes
+from klineage.problem.shapes import features
 from klineage.rewrite import all_passes
 from klineage.skills.conditions import (
     EXTRAPOLATES,
     PAYS_OFF,
+    problem_shapes,
     regime_features,
     shapes_of,
     with_programs,
@@ -206,7 +207,7 @@ def retrieve(
     launches there, for the skills whose condition is on it."""
     source = source if source is not None else kernel.read_text(encoding="utf-8")
     if target is None:
-        inputs = regime_shapes(problem)
+        inputs = problem_shapes(problem)
         target = {r: features(e) for r, e in inputs.items()}
         shapes = shapes_of(inputs)
     if shapes and any(c.feature == "programs" for s in skills for c in s.conditions):
