@@ -9,19 +9,27 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from klineage.errors import LoadError
 
 
-def _child(problem: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+class RegimeInputs(TypedDict):
+    """One regime's input tensors, read on the meta device: their shapes and dtype names."""
+
+    shapes: list[list[int]]
+    dtypes: list[str]
+
+
+def _child(problem: str, overrides: dict[str, Any] | None = None) -> dict[str, RegimeInputs]:
     import torch
 
     from klineage.problem import load_problem
 
     p = load_problem(Path(problem), overrides)
-    out: dict[str, Any] = {}
+    out: dict[str, RegimeInputs] = {}
     for name in p.regimes:
         inputs = p.make_inputs(name, "meta")
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
@@ -34,7 +42,7 @@ def _child(problem: str, overrides: dict[str, Any] | None = None) -> dict[str, A
 
 def regime_shapes(
     problem: Path, timeout_s: float = 60.0, overrides: dict[str, Any] | None = None
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, RegimeInputs]:
     """{regime: {"shapes": [[...], ...], "dtypes": [...]}} for every regime of `problem`, with
     --set overrides rebound."""
     extra = [json.dumps(overrides)] if overrides else []
@@ -60,11 +68,11 @@ def regime_shapes(
             f"cannot read regime shapes: {last}",
             expected="get_inputs to work under torch.device('meta')",
         )
-    result: dict[str, dict[str, Any]] = json.loads(proc.stdout)
+    result: dict[str, RegimeInputs] = json.loads(proc.stdout)
     return result
 
 
-def features(entry: dict[str, Any]) -> dict[str, float]:
+def features(entry: Mapping[str, Any]) -> dict[str, float]:
     """Shape features of a regime, from its first input tensor: row length, rows, elements."""
     if not entry.get("shapes"):
         return {}

@@ -17,8 +17,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from klineage.gate.records import Overrides
 from klineage.metrics import PAYS_OFF
-from klineage.problem.shapes import features, regime_shapes
+from klineage.problem.shapes import RegimeInputs, features, regime_shapes
 from klineage.skills.model import Condition
 
 FEATURES = ("row_length", "rows", "elements")
@@ -32,7 +33,7 @@ BY_PROGRAMS = ("programs", *FEATURES)
 # count is the GPU's to fill, whatever the kernel, so "programs <= 64" carries to any count.
 EXTRAPOLATES = frozenset({"programs"})
 
-_INPUTS: dict[str, dict[str, dict[str, Any]]] = {}
+_INPUTS: dict[str, dict[str, RegimeInputs]] = {}
 # regime_features per problem (key as _INPUTS), read-only: retrieval asks for it per effect.
 _FEATURES: dict[str, Mapping[str, Mapping[str, float]]] = {}
 
@@ -66,7 +67,7 @@ def shapes_key(source: str) -> str:
 
 
 @functools.cache
-def _shipped() -> dict[str, dict[str, dict[str, Any]]]:
+def _shipped() -> dict[str, dict[str, RegimeInputs]]:
     import json
 
     try:
@@ -76,7 +77,7 @@ def _shipped() -> dict[str, dict[str, dict[str, Any]]]:
     return table if isinstance(table, dict) else {}
 
 
-def problem_shapes(problem: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def problem_shapes(problem: Path, overrides: Overrides | None = None) -> dict[str, RegimeInputs]:
     """regime_shapes(problem, overrides=...), from the shipped table when the file is a shipped
     problem unchanged and nothing is rebound: what optimize and retrieval start from. Unlike
     regime_inputs it raises the problem's LoadError (a problem that cannot be read stops a run)."""
@@ -96,7 +97,7 @@ def _disk_cache(source: str) -> Path:
     return default_cache_dir() / "regime-shapes" / f"{shapes_key(source)}.json"
 
 
-def regime_inputs(problem: str) -> dict[str, dict[str, Any]]:
+def regime_inputs(problem: str) -> dict[str, RegimeInputs]:
     """{regime: {"shapes": [...], "dtypes": [...]}} of a problem; empty if it cannot be read.
     Cached per path in memory and per file content on disk: reading them runs the problem in a
     child process (seconds), and a skill card or retrieval needs them for every problem a skill
