@@ -84,8 +84,8 @@ FAST_CHUNK = 1 << 18
 """Elements the fast pass converts and compares at a time. Whole-tensor float32 temporaries of a
 large regime's output (84M elements, 336 MB each) are page-faulted in and streamed through
 memory a dozen times; in chunks of 256K (1 MB) they stay in cache: a 84M-element fp16 compare
-took 3.6 s whole and 1.1 s chunked on this project's 2-core CI machine (docs/benchmarks.md,
-"Gate overhead")."""
+took 3.6 s whole and 1.0 s chunked on this project's 2-core machine, idle (docs/benchmarks.md,
+"The column softmax and the reverse cumsum at budget 10"; benchmarks/compare_cost.py)."""
 
 
 def _fast_pass(
