@@ -51,11 +51,16 @@ from klineage.rewrite.passes.multi_row_analysis import Launched, analyse_launche
 from klineage.rewrite.passes.rows_per_program import (
     Ctx,
     Launch,
-    assignments,
     bind,
     code,
     constexprs,
     walk,
+)
+from klineage.rewrite.passes.split_checks import (
+    allocated,
+    early_use,
+    kernel_calls,
+    launched_in_loop,
 )
 from klineage.rewrite.passes.split_k_reduction import (
     START_WHY,
@@ -65,14 +70,12 @@ from klineage.rewrite.passes.split_k_reduction import (
     start_of,
     update_of,
 )
-from klineage.rewrite.passes.split_k_store import StoreCheck, arg, reads, smalls, targets
+from klineage.rewrite.passes.split_k_store import StoreCheck, reads, smalls, targets
 
 LOOP_RANGES = {"range", "tl.range", "triton.language.range"}
 SMALL = cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Expr | cst.Pass
 
 
-# Tensor queries that neither write the output nor depend on its contents.
-READ_ONLY = {"shape", "dtype", "device", "stride", "size", "numel", "dim", "ndim", "is_contiguous"}
 # Calls a launcher expression may make and still be evaluated twice (the default SPLIT repeats
 # the grid's, K's and STEP's expressions).
 PURE_CALLS = {
@@ -254,32 +257,16 @@ class _Kernel:
         assert loop is not None
         in_loop = {id(n) for n in walk(loop.body)}
         before = {id(n) for st in self.pre for n in walk(st)}
+        why, found = kernel_calls(self.kdef, self.helpers, self.roots)
+        if why:
+            return why
         stores: list[cst.Call] = []
-        for n in walk(self.kdef.body):
-            if isinstance(n, cst.Return):
-                return "a return in the kernel"
-            if not isinstance(n, cst.Call):
-                continue
-            if isinstance(n.func, cst.Name) and n.func.value in self.helpers:
-                return f"a call of the jit helper {n.func.value} (what it loads and stores is not followed)"
-            parts = dotted(n.func).split(".")
-            if parts[0] not in self.roots:
-                continue
-            last = parts[-1]
-            if last == "program_id":
-                axis = arg(n, 0, "axis")
-                if not (isinstance(axis, cst.Integer) and axis.value == "0"):
-                    return f"`{code(n)}`: the kernel already reads a program axis other than 0"
-            elif last == "num_programs":
-                return f"`{code(n)}`: the kernel reads the grid's size"
-            elif last.startswith("atomic_"):
-                return f"{dotted(n.func)}: atomics"
-            elif last == "store":
-                if id(n) in in_loop:
-                    return f"`{code(n)}`: a store inside the K loop (a value a step, not one a K chunk)"
-                if id(n) in before:
-                    return f"`{code(n)}`: a store before the K loop"
-                stores.append(n)
+        for n in found:
+            if id(n) in in_loop:
+                return f"`{code(n)}`: a store inside the K loop (a value a step, not one a K chunk)"
+            if id(n) in before:
+                return f"`{code(n)}`: a store before the K loop"
+            stores.append(n)
         if len(stores) != 1:
             return f"the kernel stores {len(stores)} times; one store of the accumulator is split"
         self.a.store = stores[0]
@@ -348,59 +335,15 @@ def _torch_alias(module: cst.Module) -> str | None:
     return None
 
 
-def _binds(n: cst.CSTNode, name: str) -> bool:
-    """n is an assignment, for or as-clause whose target mentions name."""
-    if isinstance(n, cst.Assign):
-        found: list[cst.CSTNode] = [t.target for t in n.targets]
-    elif isinstance(n, cst.AugAssign | cst.AnnAssign | cst.For):
-        found = [n.target]
-    elif isinstance(n, cst.AsName):
-        found = [n.name]
-    else:
-        return False
-    return any(isinstance(x, cst.Name) and x.value == name for t in found for x in walk(t))
-
-
-def _allocated(func: cst.FunctionDef, name: str, torch: str) -> bool:
-    """name is bound once in the launcher func, to an uninitialised dense allocation."""
-    if name in {p.name.value for p in func.params.params}:
-        return False
-    bound = [n for n in walk(func) if _binds(n, name)]
-    found = assignments(func).get(name, [])
-    if len(found) != 1 or len(bound) != 1 or not isinstance(v := found[0].value, cst.Call):
-        return False
-    callee = dotted(v.func)
-    return callee in {f"{torch}.empty", f"{torch}.empty_like"} or (
-        isinstance(v.func, cst.Attribute) and v.func.attr.value == "new_empty"
-    )
-
-
 def _untouched(ctx: Ctx, la: Launch, name: str, arg: cst.Name) -> str | None:
     """Why the output `name` may hold anything but its allocation's garbage at the launch, or
     be written after it but for the launch's own store (None: it cannot): the sum kernel
     overwrites all of it."""
-    if any(
-        isinstance(n, cst.For | cst.While) and any(x is la.call for x in walk(n.body))
-        for n in walk(la.func)
-    ):
+    if launched_in_loop(la):
         return "the launch is inside a loop of its launcher"
-    queries = {
-        id(n.value)
-        for n in walk(la.func)
-        if isinstance(n, cst.Attribute) and n.attr.value in READ_ONLY
-    }
-    (alloc,) = assignments(la.func)[name]
-    target = alloc.targets[0].target if isinstance(alloc, cst.Assign) else alloc.target
-    for n in walk(la.func):
-        if (
-            isinstance(n, cst.Name)
-            and n.value == name
-            and n is not arg
-            and n is not target
-            and id(n) not in queries
-            and ctx.line(n) <= la.line
-        ):
-            return f"`{name}` is used before the launch at line {ctx.line(n)} (it must hold nothing the partials' sum would overwrite)"
+    line = early_use(ctx, la, name, arg)
+    if line is not None:
+        return f"`{name}` is used before the launch at line {line} (it must hold nothing the partials' sum would overwrite)"
     return None
 
 
@@ -427,7 +370,7 @@ def _launcher(ctx: Ctx, la: Launch, kdef: cst.FunctionDef, k: _Kernel) -> str:
     outs = [
         p
         for p in k.check.candidates
-        if isinstance(v := args.get(p), cst.Name) and _allocated(la.func, v.value, torch)
+        if isinstance(v := args.get(p), cst.Name) and allocated(la.func, v.value, torch)
     ]
     if len(outs) != 1:
         return (

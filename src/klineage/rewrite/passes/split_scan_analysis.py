@@ -41,6 +41,7 @@ from klineage.rewrite.base import dotted
 from klineage.rewrite.passes import split_k_analysis as ska
 from klineage.rewrite.passes.multi_row_analysis import analyse_launches, launch_problem
 from klineage.rewrite.passes.rows_per_program import Ctx, Launch, bind, code, names_in, walk
+from klineage.rewrite.passes.split_checks import kernel_calls
 from klineage.rewrite.passes.split_k_reduction import is_zero, start_of
 from klineage.rewrite.passes.split_k_store import arg, smalls, targets
 from klineage.rewrite.passes.split_scan_memory import Memory
@@ -173,30 +174,12 @@ class _Scan:
         loop = self.a.loop
         assert loop is not None
         in_loop = {id(n) for n in walk(loop.body)}
-        stores = 0
-        for n in walk(self.kdef.body):
-            if isinstance(n, cst.Return):
-                return "a return in the kernel"
-            if not isinstance(n, cst.Call):
-                continue
-            if isinstance(n.func, cst.Name) and n.func.value in self.helpers:
-                return f"a call of the jit helper {n.func.value} (what it loads and stores is not followed)"
-            parts = dotted(n.func).split(".")
-            if parts[0] not in self.roots:
-                continue
-            last = parts[-1]
-            if last == "program_id":
-                axis = arg(n, 0, "axis")
-                if not (isinstance(axis, cst.Integer) and axis.value == "0"):
-                    return f"`{code(n)}`: the kernel already reads a program axis other than 0"
-            elif last == "num_programs":
-                return f"`{code(n)}`: the kernel reads the grid's size"
-            elif last.startswith("atomic_"):
-                return f"{dotted(n.func)}: atomics"
-            elif last == "store":
-                if id(n) not in in_loop:
-                    return f"`{code(n)}`: a store outside the loop (every segment's program would make it, in no fixed order with the other segments' stores)"
-                stores += 1
+        why, stores = kernel_calls(self.kdef, self.helpers, self.roots)
+        if why:
+            return why
+        for n in stores:
+            if id(n) not in in_loop:
+                return f"`{code(n)}`: a store outside the loop (every segment's program would make it, in no fixed order with the other segments' stores)"
         if not stores:
             return (
                 "no store in the loop: not a scan (a reduction stored after its loop is split_k's)"

@@ -33,13 +33,12 @@ from klineage.rewrite.base import dotted
 from klineage.rewrite.passes.rows_per_program import (
     Ctx,
     Launch,
-    assignments,
     bind,
     code,
     names_in,
     walk,
 )
-from klineage.rewrite.passes.split_k_analysis import READ_ONLY, _allocated
+from klineage.rewrite.passes.split_checks import allocated, early_use, launched_in_loop
 from klineage.rewrite.passes.split_k_reduction import is_zero
 from klineage.rewrite.passes.split_k_store import arg, smalls, targets, uses
 
@@ -200,7 +199,7 @@ class Memory:
         fresh = {
             p
             for p in set().union(*self.candidates)
-            if isinstance(v := args.get(p), cst.Name) and _allocated(la.func, v.value, torch)
+            if isinstance(v := args.get(p), cst.Name) and allocated(la.func, v.value, torch)
         }
         offsets: dict[str, str] = {}
         for store, cands, offset in zip(self.stores, self.candidates, self.offsets, strict=True):
@@ -259,24 +258,9 @@ class Memory:
 
     def _alone(self, ctx: Ctx, la: Launch, name: str, passed: cst.Name) -> str | None:
         """Why the output `name` may alias another argument or the launch may repeat."""
-        if any(
-            isinstance(n, cst.For | cst.While) and any(x is la.call for x in walk(n.body))
-            for n in walk(la.func)
-        ):
+        if launched_in_loop(la):
             return "the launch is inside a loop of its launcher"
-        queries = {
-            id(n.value)
-            for n in walk(la.func)
-            if isinstance(n, cst.Attribute) and n.attr.value in READ_ONLY
-        }
-        (alloc,) = assignments(la.func)[name]
-        target = alloc.targets[0].target if isinstance(alloc, cst.Assign) else alloc.target
-        in_call = {id(n) for n in walk(la.call)}
-        for n in walk(la.func):
-            if not (isinstance(n, cst.Name) and n.value == name) or n is passed:
-                continue
-            if id(n) in queries or n is target:
-                continue
-            if id(n) in in_call or ctx.line(n) <= la.line:
-                return f"`{name}` is used before the launch or passed to it twice (line {ctx.line(n)}): another argument may alias the output"
+        line = early_use(ctx, la, name, passed)
+        if line is not None:
+            return f"`{name}` is used before the launch or passed to it twice (line {line}): another argument may alias the output"
         return None
