@@ -84,7 +84,7 @@ FAST_CHUNK = 1 << 18
 """Elements the fast pass converts and compares at a time. Whole-tensor float32 temporaries of a
 large regime's output (84M elements, 336 MB each) are page-faulted in and streamed through
 memory a dozen times; in chunks of 256K (1 MB) they stay in cache: a 84M-element fp16 compare
-took 3.6 s whole and 1.0 s chunked on this project's 2-core machine, idle (docs/benchmarks.md,
+took 1.74 s whole and 0.97 s chunked (best of 3) on this project's 2-core machine, idle (docs/benchmarks.md,
 "The column softmax and the reverse cumsum at budget 10"; benchmarks/compare_cost.py)."""
 
 
