@@ -25,17 +25,30 @@ HELDOUT = ROOT / "src" / "klineage" / "heldout"
 
 
 @pytest.mark.parametrize(
-    ("workload", "learned", "target", "regimes"),
+    ("workload", "learned", "target", "regimes", "chained"),
     [
-        ("transpose", "tiled_transpose", HELDOUT / "batched_transpose_last2", "odd, tall, even"),
+        (
+            "transpose",
+            "tiled_transpose",
+            HELDOUT / "batched_transpose_last2",
+            "odd, tall, even",
+            None,
+        ),
         # No held-out naive kernel is a forward scan (reverse_cumsum_rows scans backward,
-        # which block_scan skips): the corpus naive is the target.
-        ("cumsum", "block_scan", KERNELS / "cumsum", "tiny, fp16_short, long_small, split_small"),
+        # which block_scan skips): the corpus naive is the target. The segment split has no
+        # place in the naive kernel (one tile, no loop) but one in block_scan's loop.
+        (
+            "cumsum",
+            "block_scan",
+            KERNELS / "cumsum",
+            "tiny, fp16_short, long_small, split_small",
+            "split_scan",
+        ),
     ],
     ids=["transpose", "cumsum"],
 )
 def test_a_forward_only_pass_the_expert_has_is_probed_and_becomes_a_skill(
-    tmp_path: Path, workload: str, learned: str, target: Path, regimes: str
+    tmp_path: Path, workload: str, learned: str, target: Path, regimes: str, chained: str | None
 ) -> None:
     d = KERNELS / workload
     store = open_store(tmp_path / "k.db")
@@ -54,9 +67,17 @@ def test_a_forward_only_pass_the_expert_has_is_probed_and_becomes_a_skill(
     forward = {p.pass_name: p for p in rows if p.forward_only}
     assert forward[learned].applied and forward[learned].accepted, forward[learned].message
     # The other forward-only passes find no place in the naive kernel: recorded, not gated.
-    others = [p for name, p in forward.items() if name != learned]
+    others = [p for name, p in forward.items() if name not in (learned, chained)]
     assert others and not any(p.applied or p.gate for p in others)
     assert all(p.message.startswith("no place to add it") for p in others)
+    if chained is not None:
+        # Probed on the kernel the learned pass made, and gated beside it.
+        second = forward[chained]
+        assert second.applied and second.accepted, second.message
+        assert second.base_source == forward[learned].candidate
+        (then,) = [s for s in extract_skills(store, "L1") if s.name == chained]
+        assert f"after {learned}" in then.intent
+        assert then.exemplar.before == forward[learned].candidate
 
     (skill,) = [s for s in extract_skills(store, "L1") if s.name == learned]
     assert f"correct with it on: {regimes}" in [c.predicate for c in skill.conditions]

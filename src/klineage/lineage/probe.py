@@ -20,6 +20,9 @@ apart (the colsum expert's row split is split_k's shape, and no pass removes it)
 the family's naive kernel instead (naive.py beside the expert: where optimize starts from), the
 row keeping that kernel (`base_source`). Its row is stored at the simplest kernel's step with
 `forward_only` set, and an accepted one becomes a skill of its own (skills/extract.py).
+A pass with no place in either may have one in the kernel another accepted forward-only probe
+made (the reverse/forward cumsum's segment split, split_scan, needs block_scan's loop first):
+it is probed there, `base_source` keeping that kernel, so its effect is over the first probe's.
 
 Steps that add back the same code share one gate call through the gate's verdict cache. Probes
 of a lineage already stored are not repeated, so an interrupted run resumes.
@@ -81,6 +84,16 @@ def _naive_source(lin: LineageRow) -> str | None:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None  # unreadable: probed on the simplest kernel only, as without one
+
+
+def _chained_base(fp: ForwardOnly, probes: list[ProbeRow]) -> ProbeRow | None:
+    """The first accepted forward-only probe (of another pass) whose kernel has a place for
+    `fp`, or None."""
+    for p in probes:
+        ok = p.forward_only and p.accepted and p.candidate and p.pass_name != fp.NAME
+        if ok and fp.forward_sites(p.candidate or ""):
+            return p
+    return None
 
 
 def probe_lineage(
@@ -148,6 +161,17 @@ def probe_lineage(
     forward_done = {p.pass_name for p in stored if p.forward_only}
     naive = _naive_source(lin)
     forward = [p for p in all_passes().values() if isinstance(p, ForwardOnly)]
+    # Passes with a place in the simplest or the naive kernel first: the others may find one in
+    # a kernel those probes make (_chained_base).
+    forward.sort(
+        key=lambda fp: (
+            not (
+                fp.forward_sites(simplest.source) or (naive is not None and fp.forward_sites(naive))
+            )
+            if fp.NAME not in forward_done
+            else False
+        )
+    )
     for fp in forward:
         if fp.NAME in forward_done:
             continue
@@ -164,8 +188,18 @@ def probe_lineage(
             # backward form): the family's naive kernel is where optimize starts from anyway.
             base, onto, row.base_source, placed = naive, f"the naive kernel ({NAIVE})", naive, True
         if not placed:
-            row.message = f"no place to add it to the simplest kernel ({fp.ANCHOR})" + (
-                f" nor to the naive kernel ({NAIVE})" if naive is not None else ""
+            # One optimization may only have a place once another is there (the cumsum's
+            # segment split needs the block scan first): the kernel an accepted forward-only
+            # probe made, which optimize reaches by applying that skill first.
+            made = _chained_base(fp, store.probes(lin.id))
+            if made is not None:
+                base, row.base_source, placed = made.candidate or "", made.candidate, True
+                onto = f"{made.pass_name}'s kernel (an accepted probe)"
+        if not placed:
+            row.message = (
+                f"no place to add it to the simplest kernel ({fp.ANCHOR})"
+                + (f" nor to the naive kernel ({NAIVE})" if naive is not None else "")
+                + " nor to a kernel another accepted forward-only probe made"
             )
         elif fp.forward_sites(expert.source):
             # The pass would add it to the expert too: the expert does not use it, so adding it
@@ -188,7 +222,13 @@ def probe_lineage(
                 "applied": row.applied,
                 "message": row.message,
                 "forward_only": True,
-                "onto": "naive" if row.base_source else "simplest",
+                "onto": (
+                    "simplest"
+                    if not row.base_source
+                    else "naive"
+                    if row.base_source == naive
+                    else "chained"
+                ),
             },
         )
     return store.probes(lin.id)

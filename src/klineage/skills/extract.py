@@ -380,22 +380,44 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
     for probe in all_probes:
         simplest = nodes.get(probe.base_node)
         if probe.forward_only and probe.accepted and probe.candidate and simplest is not None:
-            skills.append(_forward_only_skill(lin, probe, simplest, passes.get(probe.pass_name)))
+            first = next(  # the accepted probe whose kernel this one was added to, if any
+                (
+                    q.pass_name
+                    for q in all_probes
+                    if q.forward_only
+                    and q.accepted
+                    and q is not probe
+                    and probe.base_source is not None
+                    and q.candidate == probe.base_source
+                ),
+                None,
+            )
+            skills.append(
+                _forward_only_skill(lin, probe, simplest, passes.get(probe.pass_name), first)
+            )
     return skills
 
 
 def _forward_only_skill(
-    lin: LineageRow, probe: ProbeRow, simplest: NodeRow, p: RewritePass | None
+    lin: LineageRow,
+    probe: ProbeRow,
+    simplest: NodeRow,
+    p: RewritePass | None,
+    after: str | None = None,
 ) -> Skill:
     """The skill of an accepted forward-only probe: the pass added to the walk's simplest
-    kernel (its site there, with that site's params), where the expert already has it."""
+    kernel (its site there, with that site's params), where the expert already has it; or to
+    the family's naive kernel, or (`after`, a pass's name) to the kernel that pass's accepted
+    probe made of it."""
     env = lin.environment or {}
     gpu, arch = env.get("gpu_name"), env.get("compute_capability")
     versions = {k: str(env[k]) for k in ("torch", "triton", "klineage", "python") if env.get(k)}
     # Added to the family's naive kernel where the simplest kernel had no place for it.
     before = probe.base_source or simplest.source
     context, onto = (
-        ("naive", "the family's naive kernel")
+        ("naive", f"the family's naive kernel after {after}")
+        if after
+        else ("naive", "the family's naive kernel")
         if probe.base_source
         else ("simplest", "the walk's simplest kernel")
     )
