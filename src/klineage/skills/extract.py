@@ -380,21 +380,11 @@ def extract_skills(store: Store, lineage_id: str) -> list[Skill]:
     for probe in all_probes:
         simplest = nodes.get(probe.base_node)
         if probe.forward_only and probe.accepted and probe.candidate and simplest is not None:
-            first = next(  # the accepted probe whose kernel this one was added to, if any
-                (
-                    q.pass_name
-                    for q in all_probes
-                    if q.forward_only
-                    and q.accepted
-                    and q is not probe
-                    and probe.base_source is not None
-                    and q.candidate == probe.base_source
-                ),
-                None,
-            )
-            skills.append(
-                _forward_only_skill(lin, probe, simplest, passes.get(probe.pass_name), first)
-            )
+            # The accepted probe whose kernel this one was added to, if any (lineage/probe.py).
+            made = {q.candidate: q.pass_name for q in all_probes if q.forward_only and q.accepted}
+            after = made.get(probe.base_source) if probe.base_source else None
+            p = passes.get(probe.pass_name)
+            skills.append(_forward_only_skill(lin, probe, simplest, p, after))
     return skills
 
 
@@ -414,12 +404,9 @@ def _forward_only_skill(
     versions = {k: str(env[k]) for k in ("torch", "triton", "klineage", "python") if env.get(k)}
     # Added to the family's naive kernel where the simplest kernel had no place for it.
     before = probe.base_source or simplest.source
+    onto = "the family's naive kernel" + (f" after {after}" if after else "")
     context, onto = (
-        ("naive", f"the family's naive kernel after {after}")
-        if after
-        else ("naive", "the family's naive kernel")
-        if probe.base_source
-        else ("simplest", "the walk's simplest kernel")
+        ("naive", onto) if probe.base_source else ("simplest", "the walk's simplest kernel")
     )
     sites = p.forward_sites(before) if p else []
     site = sites[0] if sites else None
