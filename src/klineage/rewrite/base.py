@@ -12,6 +12,7 @@ Passes work on source text and parse it with LibCST, so comments and formatting 
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+
+from klineage.rewrite.memo import IdentityMemo, remember_sites
 
 T = TypeVar("T")
 
@@ -90,6 +93,14 @@ class RewritePass(ABC):
     # (rewrite/grid.py), and retrieval tries it after the structural skills that reshape the
     # grid, on the kernel they leave (optimize/policies.py).
     BY_PROGRAMS: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Sites depend only on the pass and the source (passes hold no state): remembered per
+        # source text, so a walk, a probe and an optimize loop asking again pay once (memo.py).
+        super().__init_subclass__(**kwargs)
+        for name in ("backward_sites", "forward_sites"):
+            if name in cls.__dict__:
+                setattr(cls, name, remember_sites(cls.__dict__[name]))
 
     @abstractmethod
     def backward_sites(self, source: str) -> list[Site]:
@@ -193,13 +204,20 @@ def launched(found: Sequence[L], site: Site) -> L | RewriteResult:
     return a
 
 
+@functools.lru_cache(maxsize=64)
 def parse(source: str) -> cst.Module:
+    """The module of a source text, shared by every pass that parses the same text (LibCST
+    trees are immutable: a rewrite builds a new tree, so sharing one is safe)."""
     return cst.parse_module(source)
 
 
-def positions(module: cst.Module) -> tuple[MetadataWrapper, Any]:
+def _positions(module: cst.Module) -> tuple[MetadataWrapper, Any]:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     return wrapper, wrapper.resolve(PositionProvider)
+
+
+# The positions of a module's nodes, per module identity: passes sharing a parse share them.
+positions = IdentityMemo(_positions, size=64)
 
 
 def code_of(node: cst.CSTNode) -> str:
