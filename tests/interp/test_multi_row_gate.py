@@ -23,8 +23,9 @@ HELDOUT = ROOT / "src" / "klineage" / "heldout"
 @pytest.mark.parametrize(
     ("problem", "params"),
     [
-        # 7 rows of 1000 at ROWS = 4096 // 1024 = 4: two programs, the second with one tail row
-        ("cross_entropy_label_smoothing", {}),
+        # 7 rows of 1000 at ROWS = 4096 // 1024 = 4 (no program floor, which would make it 1):
+        # two programs, the second with one tail row
+        ("cross_entropy_label_smoothing", {"programs": 0}),
         # 37 rows at a fixed 32 rows per program: two programs, the second with 5 rows
         ("absmax_row_scale", {"rows": 32}),
     ],

@@ -132,15 +132,18 @@ def _variant(old: str, new: str) -> str:
 @pytest.mark.parametrize(
     ("source", "reason"),
     [
-        (_variant("    x = tl.load(", "    for k in range(2):\n        pass\n    x = tl.load("),
-         "for statement"),
+        (_variant("    x = tl.load(", "    for k in range(row):\n        pass\n    x = tl.load("),
+         "bounds depend on the row"),
+        (_variant("    x = tl.load(", "    for k in range(2):\n        if k:\n            pass\n    x = tl.load("),
+         "nested if statement"),
         (_variant("row = tl.program_id(0)", "row = tl.program_id(1)"), "axis 0"),
         (_variant("tl.sum(x, 0)", "tl.sum(tl.dot(x, x), 0)"), "tl.dot"),
         (_variant("cols = tl.arange(0, BLOCK)", "cols = tl.arange(0, BLOCK)[None, :]"),
          "2-D tile"),
         (_variant("tl.store(y_ptr + row, tl.sum(x, 0))", "tl.atomic_add(y_ptr + row, tl.sum(x, 0))"),
          "atomics"),
-        (_variant("tl.sum(x, 0)", "tl.cumsum(x, 0)"), "tl.cumsum"),
+        (_variant("tl.sum(x, 0)", "tl.sum(tl.associative_scan(x, 0, _add), 0)"),
+         "tl.associative_scan"),
         (_variant("tl.sum(x, 0)", "x.sum(0)"), "method call"),
         (_variant("tl.sum(x, 0)", "tl.sum(x, 0, keep_dims=True)"), "keep_dims"),
         (_variant("tl.store(y_ptr + row,", "tl.store(y_ptr,"), "does not depend on the row"),
@@ -168,3 +171,95 @@ def test_params_and_backward() -> None:
     assert not PASS.simplify(SMALL, site).applied
     gone = PASS.apply(_variant("row = tl.program_id(0)", "row = tl.program_id(1)"), site, {})
     assert not gone.applied and "axis 0" in gone.reason
+
+
+# A row scan written for this test (not a corpus or held-out kernel): one program per row,
+# the row walked in STEP-column chunks, each chunk's scan offset by the total carried so far.
+ROW_SCAN = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def prefix_rows(x_ptr, y_ptr, n, stride, STEP: tl.constexpr):
+    r = tl.program_id(0)
+    total = 0.0
+    for start in range(0, n, STEP):
+        cols = start + tl.arange(0, STEP)
+        v = tl.load(x_ptr + r * stride + cols, mask=cols < n, other=0.0)
+        tl.store(y_ptr + r * stride + cols, total + tl.cumsum(v, 0), mask=cols < n)
+        total += tl.sum(v, 0)
+
+
+def launch(x):
+    y = torch.empty_like(x)
+    prefix_rows[(x.shape[0],)](x, y, x.shape[1], x.stride(0), STEP=32)
+    return y
+"""
+
+ROW_SCAN_AFTER = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def prefix_rows(x_ptr, y_ptr, n, stride, STEP: tl.constexpr, n_rows, ROWS: tl.constexpr):
+    rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS))[:, None]
+    row_ok = rows < n_rows
+    r = rows
+    total = tl.full((ROWS, 1), 0.0, tl.float32)
+    for start in range(0, n, STEP):
+        cols = start + tl.arange(0, STEP)[None, :]
+        v = tl.load(x_ptr + r * stride + cols, mask=(cols < n) & row_ok, other=0.0)
+        tl.store(y_ptr + r * stride + cols, total + tl.cumsum(v, axis=1), mask=(cols < n) & row_ok)
+        total += tl.sum(v, axis=1, keep_dims=True)
+
+
+def launch(x):
+    y = torch.empty_like(x)
+    # multi_row: a [ROWS, BLOCK] tile of about 4096 elements, at most 64 rows, at least about 528 programs; short rows fill a program
+    ROWS = min(64, max(1, 4096 // 32), triton.next_power_of_2(x.shape[0]), triton.next_power_of_2(max(1, x.shape[0] // 1056)))
+    prefix_rows[(triton.cdiv(x.shape[0], ROWS),)](x, y, x.shape[1], x.stride(0), STEP=32, n_rows=x.shape[0], ROWS=ROWS)
+    return y
+"""
+
+
+def test_golden_row_scan_walked_in_chunks() -> None:
+    """The loop stays, its carried total becomes one per row ([ROWS, 1]), the chunk's scan runs
+    along axis 1, and ROWS keeps at least about 528 programs (few long rows: one a program)."""
+    assert rewritten(ROW_SCAN) == ROW_SCAN_AFTER
+
+
+def test_reverse_cumsum_naive_is_a_site() -> None:
+    out = rewritten((HELDOUT / "reverse_cumsum_rows" / "naive.py").read_text())
+    assert "carried = tl.full((ROWS, 1), 0.0, tl.float32)" in out
+    assert "out = carried + tl.cumsum(v, axis=1)" in out
+    assert "carried += tl.sum(v, axis=1, keep_dims=True)" in out
+    assert "triton.next_power_of_2(max(1, rows // 1056))" in out
+    unfloored = rewritten((HELDOUT / "reverse_cumsum_rows" / "naive.py").read_text(), programs=0)
+    assert "1056" not in unfloored and "at least about" not in unfloored
+
+
+def _scan_variant(old: str, new: str) -> str:
+    assert old in ROW_SCAN
+    return ROW_SCAN.replace(old, new)
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        # each row would need its own trip count
+        (_scan_variant("range(0, n, STEP)", "range(0, n - r, STEP)"), "bounds depend on the row"),
+        # the carried value is replaced, not accumulated: its start is not a per-row total
+        (_scan_variant("total += tl.sum(v, 0)", "total = tl.sum(v, 0)"), "not a per-row accumulator"),
+        (_scan_variant("tl.cumsum(v, 0)", "tl.cumsum(v, axis=1)"), "not the row's"),
+        (_scan_variant("for start in range(0, n, STEP):", "for start in tl.static_range(0, n, STEP):\n        if start:\n            pass"),
+         "nested if"),
+    ],
+)  # fmt: skip
+def test_row_scan_skips_say_why(source: str, reason: str) -> None:
+    assert PASS.forward_sites(source) == []
+    (why,) = PASS.why_not(source)[:1]
+    assert reason in why, why

@@ -98,11 +98,19 @@ def _shaped(fn: cst.FunctionDef, roots: set[str]) -> set[str]:
 class _Kernel:
     """The checks on one kernel; each returns why it is not a site, or None."""
 
-    def __init__(self, ctx: Ctx, kdef: cst.FunctionDef, roots: set[str]) -> None:
+    def __init__(
+        self,
+        ctx: Ctx,
+        kdef: cst.FunctionDef,
+        roots: set[str],
+        unit: str = "column",
+        tile: str = "[B, BLOCK_N]",
+    ) -> None:
         self.kdef = kdef
         self.roots = roots
-        self.check = _Check(ctx.module, roots, tile="[B, BLOCK_N]")
-        self.dep = _row_dependent(kdef)  # here: names that depend on the column (program id)
+        self.unit = unit  # what a program owns, for the messages (multi_row: "row")
+        self.check = _Check(ctx.module, roots, tile=tile)
+        self.dep = _row_dependent(kdef)  # names that depend on the program id (its column)
         self.shaped = _shaped(kdef, roots)
         self.params = {p.name.value for p in kdef.params.params}
         self.headers: set[int] = set()  # id() of the loops' range(...) calls
@@ -149,16 +157,16 @@ class _Kernel:
     def header(self, loop: cst.For | cst.While) -> str | None:
         if isinstance(loop, cst.While):
             if _depends(loop.test, self.dep):
-                return f"`while {code(loop.test)}`: the row loop's bound depends on the column"
+                return f"`while {code(loop.test)}`: the loop's bound depends on the {self.unit}"
             return None
         it = loop.iter
         if not (isinstance(it, cst.Call) and dotted(it.func) in LOOP_RANGES):
-            return f"`for ... in {code(it)}`: only range(...) loops over rows are followed"
+            return f"`for ... in {code(it)}`: only range(...) loops are followed"
         if not isinstance(loop.target, cst.Name):
             return f"`for {code(loop.target)} in ...`: only a plain loop variable is followed"
         self.headers.add(id(it))
         if _depends(it, self.dep):
-            return f"`{code(it)}`: the row loop's bounds depend on the column"
+            return f"`{code(it)}`: the loop's bounds depend on the {self.unit}"
         return None
 
     def calls(self) -> str | None:
@@ -199,10 +207,10 @@ class _Kernel:
         ups: list[cst.BaseSmallStatement],
         loop: dict[str, list[cst.BaseSmallStatement]],
     ) -> str | None:
-        if name in self.dep:  # a per-column value: must be an accumulator
+        if name in self.dep:  # a per-program value: must be an accumulator
             for u in ups:
                 if not isinstance(u, cst.AugAssign) and not _reads(u, name, loop, set()):
-                    return f"the loop carries `{name}` (`{code(u)}`), not a per-column accumulator"
+                    return f"the loop carries `{name}` (`{code(u)}`), not a per-{self.unit} accumulator"
             if len(starts) != 1 or not isinstance(starts[0], cst.Assign):
                 return f"the accumulator {name} is set {len(starts)} times before its loop"
             start = starts[0].value
@@ -213,7 +221,7 @@ class _Kernel:
             elif not _is_vector_start(start, self.roots) or _depends(start, self.dep):
                 return f"the accumulator `{name} = {code(start)}`: only a literal or a 1-D tl.zeros/tl.full start is widened"
             return None
-        for u in ups:  # a counter shared by the columns: it must stay a scalar
+        for u in ups:  # a counter shared by the program's columns (rows): it must stay a scalar
             value = getattr(u, "value", None)
             if value is not None and (
                 any(isinstance(x, cst.Name) and x.value in self.shaped for x in walk(value))
@@ -222,7 +230,7 @@ class _Kernel:
                     for x in walk(value)
                 )
             ):
-                return f"the loop carries `{name}` (`{code(u)}`), a tensor that is neither per column nor a scalar counter"
+                return f"the loop carries `{name}` (`{code(u)}`), a tensor that is neither per {self.unit} nor a scalar counter"
         return None
 
     def pointers(self) -> tuple[str | None, int, int]:

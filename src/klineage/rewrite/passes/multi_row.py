@@ -9,27 +9,37 @@ Forward only (rows_per_program's backward works on the expert's shape). The kern
 `ROWS: tl.constexpr` and the row count; its program's row becomes the column vector
 `(tl.program_id(0) * ROWS + tl.arange(0, ROWS))[:, None]` (the original name keeps its
 `.to(tl.int64)`), every `tl.arange` a row vector `[None, :]`, every 1-D reduction
-`axis=1, keep_dims=True`, and 1-D `tl.zeros`/`tl.full` shapes (ROWS, B). So a value that was a
-scalar per row is [ROWS, 1] and a row is [ROWS, B]; values that do not depend on the row (the
-weight, its load) stay [1, B] and are shared by the program's rows. Every load or store whose
-pointer, mask or value depends on the row gets `& row_ok` (rows < n_rows): ROWS need not divide
-the row count. The launcher computes ROWS = min(MAX_ROWS, max(1, TILE // BLOCK),
-next_power_of_2(n_rows)) (TILE 4096, MAX_ROWS 64; params["tile"], params["max_rows"], or
-params["rows"] fixed) and launches cdiv(n_rows, ROWS) programs.
+`axis=1, keep_dims=True`, every 1-D scan (tl.cumsum, tl.cumprod) `axis=1`, and 1-D
+`tl.zeros`/`tl.full` shapes (ROWS, B). So a value that was a scalar per row is [ROWS, 1] and a
+row is [ROWS, B]; values that do not depend on the row (the weight, its load) stay [1, B] and
+are shared by the program's rows. A row walked in chunks (a loop over range(...) whose bounds
+do not depend on the row) keeps its loop; a per-row value it carries from a literal start
+(`carried = 0.0`) starts as `tl.full((ROWS, 1), 0.0, tl.float32)`, one per row. Every load or
+store whose pointer, mask or value depends on the row gets `& row_ok` (rows < n_rows): ROWS
+need not divide the row count. The launcher computes ROWS = min(MAX_ROWS, max(1, TILE //
+BLOCK), next_power_of_2(n_rows), next_power_of_2(max(1, n_rows // (2 * PROGRAMS)))) (TILE
+4096, MAX_ROWS 64, PROGRAMS 528; params["tile"], params["max_rows"], params["programs"] (0: no
+floor), or params["rows"] fixed) and launches cdiv(n_rows, ROWS) programs: short rows are
+packed where rows are many, and a few long rows keep one program each.
 
-Why it is sound: after the rewrite a program's rows only meet in reductions along axis 1, and
-everything else broadcasts lane by lane, so each row computes what its own program computed;
-rows past n_rows compute on masked (undefined) values and store nothing. Nothing here reads
+Why it is sound: after the rewrite a program's rows only meet in reductions and scans along
+axis 1, and everything else broadcasts lane by lane, so each row computes what its own program
+computed; a loop runs the same iterations for every row (its bounds do not depend on the row)
+and carries per-row values only as accumulators (every update reads the value itself, as
+column_tiling_analysis checks); rows past n_rows compute on masked (undefined) values and store
+nothing. Nothing here reads
 what a "row" means: a 1-D blocked elementwise kernel (offs = pid * BLOCK + arange) is a site
 too and becomes ROWS blocks a program, which the gate then times like any other candidate.
 
-The rewrite is sound only for straight-line code whose operations broadcast, so a kernel is
-skipped, with the reason, for: loops, if/with/return, indexing (a 2-D tile already), program
-ids other than axis 0 or tl.num_programs, atomics, tl.dot, any tl function not known to be
-elementwise (scans, reshapes, softmax...), a helper that is not elementwise, a reduction with
-an axis other than 0 or with return_indices/keep_dims, several block sizes, a store whose
-pointer does not depend on the row, a grid that is not a literal 1-tuple, a kernel launched
-from several places, autotuned, or with parameter defaults. That analysis is
+The rewrite is sound only for code whose operations broadcast, so a kernel is skipped, with
+the reason, for: if/with/return, a loop that is not a top-level range(...) or while loop with
+simple statements, a loop whose bounds depend on the row, a per-row value a loop carries that
+is not an accumulator, indexing (a 2-D tile already), program ids other than axis 0 or
+tl.num_programs, atomics, tl.dot, any tl function that is not elementwise, a known reduction
+or tl.cumsum/tl.cumprod (associative scans, reshapes, softmax...), a helper that is not elementwise, a
+reduction or scan with an axis other than 0 or with return_indices/keep_dims, several block
+sizes, a store whose pointer does not depend on the row, a grid that is not a literal 1-tuple,
+a kernel launched from several places, autotuned, or with parameter defaults. That analysis is
 multi_row_analysis.py; the rewrite of the kernel and its launcher, shared with column_tiling
 (the same tiling along the other axis), is tile_rewrite.py.
 """
@@ -45,6 +55,9 @@ from klineage.rewrite.registry import register
 
 TILE = 4096  # elements per [ROWS, BLOCK] tile, the expert's choice (6.2x at 65536x16)
 MAX_ROWS = 64
+# The default ROWS leaves at least about this many programs (4 per SM of an H100 / H200, 132
+# SMs, split_k's aim): packing the 384 long rows of a row scan 64 a program would leave 6.
+PROGRAMS = 4 * 132
 ROWS = tile_rewrite.Tiling(
     "multi_row",
     axis=0,
@@ -61,6 +74,7 @@ ROWS = tile_rewrite.Tiling(
     unit="rows",
     effect="short rows fill a program",
     done="several rows per program",
+    programs=PROGRAMS,
 )
 
 

@@ -6,8 +6,9 @@ imported first, load the passes package and with it multi_row before its own nam
 
 `analyse` finds each launch of a file's own @triton.jit kernel and records, per launch, the
 grid's row count, the block (the one tl.arange bound) and `problem`: why the rewrite is not sound
-for it (empty for a site). The kernel must be straight-line code whose operations broadcast lane
-by lane on a [ROWS, B] tile; `_row_dependent` names the values that depend on the program id
+for it (empty for a site). The kernel's operations must broadcast lane by lane on a [ROWS, B]
+tile, its loops (column_tiling_analysis's checks, which follow them) carry per-row values only
+as accumulators; `_row_dependent` names the values that depend on the program id
 (a load or store that uses one gets `& row_ok`). No rewriting here. column_tiling_analysis
 builds on the parts that do not read rows: `Launched`, `analyse_launches`, `launch_problem`,
 `block_of`, `flows_from` and the call checks of `_Check`.
@@ -33,6 +34,9 @@ from klineage.rewrite.passes.rows_per_program import (
 )
 
 REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "xor_sum"}
+# Scans along one axis: the row's block scan (axis 0) becomes a scan along the tile's block axis,
+# each row (column) scanned on its own.
+SCANS = {"cumsum", "cumprod"}
 # tl functions that work lane by lane (shapes broadcast): safe on a [ROWS, B] tile.
 ELEMENTWISE = {
     "abs",
@@ -92,7 +96,7 @@ class Launched:
     problem: str = ""  # why the rewrite is not sound for it ("" for a site)
     block: str = ""  # the launch's value of the arange bound
     # carried accumulators started from a literal: the Assign node -> the literal's Triton dtype
-    # (column_tiling's loops; none in multi_row's straight-line kernels)
+    # (widened to one start per program index: [1, BLOCK_N] columns, [ROWS, 1] rows)
     widen: dict[int, str] = field(default_factory=dict)
 
 
@@ -128,7 +132,7 @@ def _axis0(call: cst.Call) -> str | None:
     """Why a reduction cannot become axis=1 keep_dims (None: it can)."""
     for i, a in enumerate(call.args):
         key = a.keyword.value if a.keyword else ("axis" if i == 1 else "" if i == 0 else "?")
-        if key in ("", "dtype", "propagate_nan", "tie_break_left"):
+        if key in ("", "dtype", "propagate_nan", "tie_break_left", "reverse"):
             continue
         if key != "axis":
             return f"{code(call)}: argument {code(a)} (only axis 0 is rewritten)"
@@ -172,9 +176,6 @@ class _Check:
                 ):
                     return f"a `{code(small)}` statement"
         return None
-
-    def kernel(self, fn: cst.FunctionDef) -> str | None:
-        return self.statements(fn) or self.expressions(fn, set())
 
     def expressions(self, fn: cst.FunctionDef, skip: set[int]) -> str | None:
         """Why an expression in the kernel fn cannot be rewritten; calls whose id() is in skip
@@ -240,7 +241,7 @@ class _Check:
                 return f"{code(n)}"
             self.aranges.add(code(n.args[1].value))
             return None
-        if last in REDUCTIONS:
+        if last in REDUCTIONS or last in SCANS:
             return _axis0(n)
         if last in ("load", "store"):
             return None
@@ -358,13 +359,17 @@ def block_of(la: Launch, kdef: cst.FunctionDef, bound: str) -> tuple[str, str]:
 def _problem(
     ctx: Ctx, la: Launch, kdef: cst.FunctionDef, roots: set[str], count: int, a: Analysis
 ) -> str:
+    # column_tiling's kernel checks, which follow loops (imported here: it imports this module)
+    from klineage.rewrite.passes.column_tiling_analysis import _Kernel as _Loops
+
     unfit, a.rows = launch_problem(ctx, la, kdef, count, "n_rows")
     if unfit:
         return unfit
-    check = _Check(ctx.module, roots)
-    why = check.kernel(kdef)
+    k = _Loops(ctx, kdef, roots, unit="row", tile="[ROWS, B]")
+    why = k.statements() or k.calls() or k.carried()
     if why:
         return why
+    check = k.check
     if not any(
         isinstance(n, cst.Call) and dotted(n.func).endswith("program_id") for n in walk(kdef.body)
     ):
@@ -385,6 +390,7 @@ def _problem(
             stores += 1
     if not stores:
         return f"{la.kernel} stores nothing that depends on its row"
+    a.widen = k.widen
     return ""
 
 

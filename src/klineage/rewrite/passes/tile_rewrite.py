@@ -30,6 +30,7 @@ import libcst as cst
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, launched
 from klineage.rewrite.passes.multi_row_analysis import (
     REDUCTIONS,
+    SCANS,
     Launched,
     _depends,
     _row_dependent,
@@ -64,6 +65,9 @@ class Tiling:
     unit: str  # what P counts, for the launcher comment ("rows")
     effect: str  # what the launcher comment says it buys
     done: str  # what the rewrite's result says it did ("several rows per program")
+    # Programs the default P leaves at least about (0: no floor): P is at most the power of two
+    # that keeps count / P over this many, so a regime with few long rows keeps its programs.
+    programs: int = 0
 
 
 A = TypeVar("A", bound=Launched)  # a pass's analysis of one launch
@@ -280,7 +284,9 @@ class _Kernel(cst.CSTTransformer):
         dtype = self.widen.get(id(original))
         if dtype is None:
             return updated
-        value = f"{self.tl}.full((1, {self.n['block']}), {code(original.value)}, {self.tl}.{dtype})"
+        p = self.n["block"]
+        shape = f"({p}, 1)" if self.t.axis == 0 else f"(1, {p})"  # one start per index
+        value = f"{self.tl}.full({shape}, {code(original.value)}, {self.tl}.{dtype})"
         return updated.with_changes(value=cst.parse_expression(value))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -295,7 +301,7 @@ class _Kernel(cst.CSTTransformer):
             return cst.Name(self.n["index"])
         if last == "arange":
             return cst.Subscript(updated, _vector(lanes))
-        if last in REDUCTIONS:
+        if last in REDUCTIONS or last in SCANS:
             args = [
                 a
                 for i, a in enumerate(updated.args)
@@ -303,7 +309,9 @@ class _Kernel(cst.CSTTransformer):
                 and not (a.keyword and a.keyword.value == "axis")
             ]
             args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            extra = [_kw("axis", str(lanes)), _kw("keep_dims", "True")]
+            extra = [_kw("axis", str(lanes))]
+            if last in REDUCTIONS:  # a scan keeps its shape; a reduction keeps the index axis
+                extra.append(_kw("keep_dims", "True"))
             return _with_args(updated.with_changes(args=args), extra)
         if last in ("zeros", "full"):
             shape = updated.args[0].value
@@ -352,7 +360,8 @@ def rewrite(
     p: dict[str, Any],
 ) -> str:
     """The source with a's kernel tiled by P along t.axis and its launch over cdiv(count, P);
-    params p: t.fixed (P itself), "tile" and t.cap_key (P's bounds)."""
+    params p: t.fixed (P itself), "tile", t.cap_key and "programs" (P's bounds; "programs" 0
+    drops t.programs' floor)."""
     la = a.launch
     kdef = ctx.kernels[la.kernel]
     tl_mod = tl_alias(ctx.module) or f"{_triton_alias(ctx.module)}.language"
@@ -365,10 +374,15 @@ def rewrite(
         value, why = str(int(p[t.fixed])), "fixed"
     else:
         tile, cap = int(p.get("tile", t.tile)), int(p.get(t.cap_key, t.cap))
-        value = f"min({cap}, max(1, {tile} // {a.block}), {tr}.next_power_of_2({count}))"
+        terms = [str(cap), f"max(1, {tile} // {a.block})", f"{tr}.next_power_of_2({count})"]
+        why = f"a {t.shape} tile of about {tile} elements, at most {cap} {t.unit}"
+        programs = int(p.get("programs", t.programs))
+        if programs:  # a power of two, so the min of the terms stays one where it was
+            terms.append(f"{tr}.next_power_of_2(max(1, {count} // {2 * programs}))")
+            why += f", at least about {programs} programs"
+        value = f"min({', '.join(terms)})"
         if not _pow2(a.block, la.func):
             value = f"{tr}.next_power_of_2({value})"
-        why = f"a {t.shape} tile of about {tile} elements, at most {cap} {t.unit}"
     comment = cst.Comment(f"# {t.pass_name}: {why}; {t.effect}")
     assign = cst.parse_statement(f"{block_name} = {value}")
     assign = assign.with_changes(leading_lines=[cst.EmptyLine(comment=comment)])
