@@ -5,10 +5,14 @@ one file DIR/<problem>__<pass>.py per rewrite (benchmarks/structural_h200.sh gat
 
 A PASS may be a chain `first+second` (each at its first site of the kernel the one before it
 made, as the optimize loop's composite proposals are): DIR/<problem>__first_then_second.py.
+A step may carry one integer parameter, `split_k@split=1024` (DIR/<problem>__split_k_split1024.py),
+for a side-by-side sweep of a structural value (the split count, rows per program).
+PROBLEMS=a,b limits the held-out problems.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,25 +27,30 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     wanted = sys.argv[2].split(",") if len(sys.argv) > 2 else list(STRUCTURAL)
     passes = all_passes()
+    only = [x for x in os.environ.get("PROBLEMS", "").split(",") if x]
     for problem in sorted(p for p in HELDOUT.iterdir() if (p / "naive.py").exists()):
+        if only and problem.name not in only:
+            continue
         source = (problem / "naive.py").read_text(encoding="utf-8")
         for name in wanted:
             made, why = source, ""
-            for step in name.split("+"):
+            for spec in name.split("+"):
+                step, _, kv = spec.partition("@")
+                params = {kv.split("=")[0]: int(kv.split("=")[1])} if kv else {}
                 sites = passes[step].forward_sites(made)
                 if not sites:
                     why = f"{step}: no site"
                     break
-                r = passes[step].apply(made, sites[0], {})
+                r = passes[step].apply(made, sites[0], params)
                 if not r.applied or r.source is None:
                     why = f"{step} skipped: {r.reason}"
                     break
                 made = r.source
-            if why == f"{name.split('+')[0]}: no site":
+            if why == f"{name.split('+')[0].split('@')[0]}: no site":
                 continue  # not this pass's kernel
             print(f"{problem.name}: {name} {why or 'applied'}")
             if not why:
-                stem = name.replace("+", "_then_")
+                stem = name.replace("+", "_then_").replace("@", "_").replace("=", "")
                 (out / f"{problem.name}__{stem}.py").write_text(made, encoding="utf-8")
 
 
