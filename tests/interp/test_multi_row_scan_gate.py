@@ -12,6 +12,7 @@ import pytest
 
 from klineage.config import GateConfig
 from klineage.gate import run_gate
+from klineage.gate.records import Stage
 from klineage.rewrite import all_passes
 from tests.conftest import ROOT
 
@@ -44,6 +45,13 @@ def _gate(tmp_path: Path, source: str) -> object:
 def test_the_gate_accepts_the_multi_row_reverse_cumsum(tmp_path: Path) -> None:
     verdict = _gate(tmp_path, _packed(2))
     assert verdict.accepted, verdict.message
+    # the correctness stage says where its seconds went (checker.py Checked.spent)
+    stage = next(s for s in verdict.stages if s.stage is Stage.CORRECTNESS)
+    parts = stage.numbers.correctness_s
+    assert parts is not None and set(parts) == {"harness", "forward", "read", "expected", "compare"}
+    assert parts["harness"] >= parts["forward"] > 0.0
+    assert parts["harness"] <= stage.seconds + 0.05  # the compile stage's first call not counted
+    assert f"harness {parts['harness']:.1f} s" in stage.message
 
 
 def test_the_gate_refuses_a_total_carried_across_the_rows(tmp_path: Path) -> None:

@@ -65,6 +65,14 @@ class Checked:
     violation: str | None = None
     fatal: str | None = None
     not_replayed: list[str] = field(default_factory=list)  # regimes whose forward would not capture
+    # Wall seconds of the checks by part (StageNumbers.correctness_s): "harness" (a call's round
+    # trip: the harness reads the inputs, runs forward, writes the outputs), "forward" (within it,
+    # the candidate's forward as the harness timed it), "read" (the outputs read back), "expected"
+    # (the reference's outputs, from memory or disk), "compare"; lock waits left out.
+    spent: dict[str, float] = field(default_factory=dict)
+
+    def add(self, part: str, seconds: float) -> None:
+        self.spent[part] = self.spent.get(part, 0.0) + seconds
 
     @property
     def passes(self) -> int:
@@ -131,6 +139,7 @@ class Checker:
         # first call is not either (locked=False): seconds of Triton compiling on the host, then
         # one forward on the first (smallest) regime.
         with self.hold() if locked else contextlib.nullcontext():
+            t0 = time.perf_counter()
             reply = self.harness.request(
                 {
                     "op": "call",
@@ -143,6 +152,8 @@ class Checker:
                 },
                 CallReply,
             )
+            self.seen.add("harness", time.perf_counter() - t0)
+            self.seen.add("forward", reply.seconds or 0.0)
         self.seen.calls += 1
         for name, k in reply.autotuners.items():
             self.seen.autotuners[name] = max(self.seen.autotuners.get(name, 0), k)
@@ -150,8 +161,10 @@ class Checker:
         if not reply.ok:
             return reply, None
         self.seen.kernels.update(reply.kernels)
+        t0 = time.perf_counter()
         outs = load_outputs(out)
         out.unlink(missing_ok=True)
+        self.seen.add("read", time.perf_counter() - t0)
         return reply, outs
 
     def compare(
@@ -273,7 +286,9 @@ class Checker:
                         reply,
                         f"input {reply.mutated} was modified in place by forward",
                     )
+                t0 = time.perf_counter()
                 want = self.expected.outputs(case)
+                self.seen.add("expected", time.perf_counter() - t0)
                 if (
                     case.buffer
                     and previous is not None
@@ -288,7 +303,9 @@ class Checker:
                         reply,
                         "output unchanged although the inputs changed (output cached by input pointer or value?)",
                     )
+                t0 = time.perf_counter()
                 cmp = self.compare(got, want, tol, case)
+                self.seen.add("compare", time.perf_counter() - t0)
                 if not cmp.ok:
                     return self._fail(regime, case, c, passes, reply, cmp.message)
                 max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)

@@ -178,6 +178,9 @@ class StageNumbers(BaseModel):
     # load: wall seconds by part (reference and its parts by kind, cached_cases, cache_put,
     # split, candidate), lock and disk waits left out
     load_s: dict[str, float] | None = None
+    # correctness: wall seconds by part (harness, forward within it, read, expected, compare;
+    # gate/checker.py Checked.spent), lock waits left out
+    correctness_s: dict[str, float] | None = None
     launches: int | None = None  # compile
     autotune_configs: int | None = None  # compile: the autotune passes of the first call
     regimes: dict[str, ProfileRow] = Field(default_factory=dict)  # profile
