@@ -355,7 +355,7 @@ def _correctness(
         status = Status.FAILED
     waited = (lock.clock.waited if lock.clock else 0.0) - waited0
     parts = {k: round(v - before.get(k, 0.0), 2) for k, v in checker.seen.spent.items()}
-    if parts:
+    if parts and status is Status.PASSED:  # a failure's message is its cause
         msg += f" ({_correctness_parts(parts)})"
     stages[Stage.CORRECTNESS] = StageResult(
         stage=Stage.CORRECTNESS,

@@ -62,7 +62,9 @@ EventCallback = Callable[[str, Event], None]
 #    (random draws); baselines draw it from the seed.
 # 5: structural alternatives: a skill passed over when another structural rewrite was kept is
 #    tried on the kernel before it (Proposal.source); a stored version-4 run would diverge.
-OPTIMIZE_VERSION = 5
+# 6: klineage follows a trial faster on some regimes only by a regime dispatch (two kernels,
+#    one file: optimize/dispatch.py).
+OPTIMIZE_VERSION = 6
 
 
 class OptimizeRefused(KLineageError):
@@ -306,6 +308,20 @@ class Optimizer:
         return None
 
     def _try(self, prop: Proposal, st: State, trials: TrialRecorder, ctx: Context) -> None:
+        ctx.last_trial, st.last_trial = None, None
+        before = st.best_source
+        self._tried(prop, st, trials, ctx)
+        t = st.last_trial
+        if self.device == "cuda" and t is not None and t.gated and t.accepted and t.candidate:
+            from klineage.metrics import speedups
+            from klineage.optimize.dispatch import DISPATCH, TrialView
+
+            ratios = {r: v for r, v in speedups(None, t.gate).items() if r in self.timed}
+            ctx.last_trial = TrialView(
+                t.candidate, before, t.kept, ratios, prop.pass_name == DISPATCH
+            )
+
+    def _tried(self, prop: Proposal, st: State, trials: TrialRecorder, ctx: Context) -> None:
         if prop.materializer == "llm" and self.llm is None:
             trials.record(st, prop, "llm", Materialized(None, "needs an LLM (--llm) to be written"))
             return

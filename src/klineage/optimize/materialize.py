@@ -141,6 +141,11 @@ def mechanical(
 
 
 def _mechanical(source: str, pass_name: str, params: SiteParams | None) -> Materialized:
+    from klineage.optimize import dispatch
+
+    if pass_name == dispatch.DISPATCH:  # two kernels, one file (optimize/dispatch.py)
+        made, why = dispatch.materialize(source, params or {})
+        return Materialized(made, why, 1 if made is not None else 0)
     p: RewritePass | None = all_passes().get(pass_name)
     if p is None:
         return Materialized(None, f"rewrite pass {pass_name!r} is not registered here")

@@ -2,7 +2,8 @@
 
 - klineage (default): skills retrieved for the target with their conditions (the "when"),
   best predicted first; each materialized mechanically where its pass finds a site, by the LLM
-  otherwise (when one is given).
+  otherwise (when one is given). A trial faster on some regimes only is followed by a regime
+  dispatch: both kernels in one file, each where it was measured faster.
 - what-only: the same skills with their conditions ignored (what an agent that knows the
   optimizations but not when they pay would try), ordered by their typical gain.
 - random: no knowledge, mechanical: every registered pass in a seeded random order, with the
@@ -66,6 +67,9 @@ class Context:
     # The best kernels so far (sha of the source) -> measured speedup over the start: what a
     # kept rewrite gained, for judging an alternative to it (1.0 where nothing is measured).
     gains: dict[str, float] = field(default_factory=dict)
+    # The trial just gated, correct, with its per-regime ratios (GPU only; None otherwise): what
+    # a regime dispatch reads (optimize/dispatch.py).
+    last_trial: Any = None
 
 
 CPU_CONFIGS = 2
@@ -376,7 +380,24 @@ class WhenAware:
     name, knowledge = "klineage", "when"
 
     def proposals(self, ctx: Context) -> Iterator[Proposal]:
-        yield from _structure_then_tuning(ctx, prior=True, ignore_conditions=False)
+        yield from _dispatching(
+            ctx, _structure_then_tuning(ctx, prior=True, ignore_conditions=False)
+        )
+
+
+def _dispatching(ctx: Context, proposals: Iterator[Proposal]) -> Iterator[Proposal]:
+    """`proposals`, each followed, where its trial was correct and faster than the best kernel
+    on some regimes only, by the two kernels in one file, each where it was faster
+    (optimize/dispatch.py): the "when" of that trial, measured on this problem, made code."""
+    from klineage.optimize.dispatch import proposal
+
+    made: set[str] = set()
+    for prop in proposals:
+        yield prop
+        d = proposal(ctx.last_trial, ctx.best_source, ctx.shapes)
+        if d is not None and d.key not in made:
+            made.add(d.key)
+            yield d
 
 
 @register_policy("what-only")

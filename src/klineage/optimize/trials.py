@@ -37,6 +37,7 @@ class State:
     # Correct-but-not-faster mechanical proposals, with the best kernel they were last tried on.
     retry: list[tuple[Proposal, str]] = field(default_factory=list)
     last_accepted: bool = False  # whether the last trial's candidate passed the gate
+    last_trial: TrialRow | None = None  # the last trial recorded (replayed or gated)
 
 
 class TrialRecorder:
@@ -152,6 +153,7 @@ class TrialRecorder:
         }
 
     def _apply(self, st: State, t: TrialRow) -> None:
+        st.last_trial = t
         st.last_accepted = bool(t.gated and t.accepted)
         if t.gated:
             st.gate_calls += 1
