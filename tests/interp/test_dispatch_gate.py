@@ -13,21 +13,12 @@ from klineage.config import GateConfig
 from klineage.gate import run_gate
 from klineage.gate.records import Stage
 from klineage.optimize.dispatch import Split, combine
-from klineage.rewrite import all_passes
 from tests.conftest import ROOT
+from tests.unit.test_dispatch import _multi_row  # the packed file, ROWS fixed
 
 pytestmark = pytest.mark.interpreter
 
 HELDOUT = ROOT / "src" / "klineage" / "heldout"
-
-
-def _files(problem: str, rows: int) -> tuple[str, str]:
-    naive = (HELDOUT / problem / "naive.py").read_text(encoding="utf-8")
-    p = all_passes()["multi_row"]
-    (site,) = p.forward_sites(naive)
-    r = p.apply(naive, site, {"rows": rows})
-    assert r.source is not None, r.reason
-    return naive, r.source
 
 
 def _kernels(verdict: object) -> dict[str, list[str]]:
@@ -44,7 +35,7 @@ def _gate(tmp_path: Path, problem: str, source: str) -> object:
 
 
 def test_each_path_runs_where_the_split_sends_it_and_both_are_checked(tmp_path: Path) -> None:
-    naive, packed = _files("reverse_cumsum_rows", 2)
+    naive, packed = _multi_row("reverse_cumsum_rows", 2)
     # tiny (45 columns) and fp16 (200) to the packed kernel, ragged (300) to the naive one
     both = combine(naive, packed, Split(0, "last_dim", 250, True))
     verdict = _gate(tmp_path, "reverse_cumsum_rows", both)
@@ -70,7 +61,7 @@ def test_each_path_runs_where_the_split_sends_it_and_both_are_checked(tmp_path: 
 
 
 def test_a_parametrized_model_keeps_its_parameters_on_the_alternative(tmp_path: Path) -> None:
-    naive, packed = _files("add_layernorm", 4)  # weight and bias: nn.Parameters of randn
+    naive, packed = _multi_row("add_layernorm", 4)  # weight and bias: nn.Parameters of randn
     # tiny (33 rows) and fp16_small (48) to the packed kernel, odd (6 rows) to the naive one
     both = combine(naive, packed, Split(0, "rows", 10, False))
     verdict = _gate(tmp_path, "add_layernorm", both)
