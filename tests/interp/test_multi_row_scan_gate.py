@@ -13,8 +13,8 @@ import pytest
 from klineage.config import GateConfig
 from klineage.gate import run_gate
 from klineage.gate.records import Stage
-from klineage.rewrite import all_passes
 from tests.conftest import ROOT
+from tests.unit.test_dispatch import _multi_row  # (naive, packed ROWS rows a program)
 
 pytestmark = pytest.mark.interpreter
 
@@ -22,12 +22,7 @@ PROBLEM = ROOT / "src" / "klineage" / "heldout" / "reverse_cumsum_rows"
 
 
 def _packed(rows: int) -> str:
-    p = all_passes()["multi_row"]
-    source = (PROBLEM / "naive.py").read_text(encoding="utf-8")
-    (site,) = p.forward_sites(source)
-    r = p.apply(source, site, {"rows": rows})
-    assert r.applied and r.source is not None, r.reason
-    return r.source
+    return _multi_row("reverse_cumsum_rows", rows)[1]
 
 
 def _gate(tmp_path: Path, source: str) -> object:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from klineage.errors import KLineageError
+from klineage.rewrite.passes.tile_rewrite import _is_docstring, fresh
 
 if TYPE_CHECKING:
     from klineage.optimize.policies import Proposal
@@ -150,15 +151,6 @@ def _is_import(stmt: cst.CSTNode) -> bool:
     )
 
 
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
-    )
-
-
 def _check_module(module: cst.Module, which: str) -> None:
     for stmt in module.body:
         if _is_import(stmt) or _is_docstring(stmt):
@@ -238,9 +230,8 @@ class _Rename(cst.CSTTransformer):
 
 
 def _fresh(base: str, used: set[str]) -> str:
-    name = base
-    while name in used:
-        name += "_"
+    """tile_rewrite.fresh, and the name taken from then on."""
+    name = fresh(base, used)
     used.add(name)
     return name
 
