@@ -60,3 +60,21 @@ def test_corpus_kernel_passes_the_gate_on_every_regime_on_gpu(workload: str, kin
     r = run_gate(KERNELS / workload / "problem.py", KERNELS / workload / f"{kind}.py", device="cuda",
                  config=GateConfig(cache=False, timeout_s=600, allow_suspicious=True, profile_compile=False))  # fmt: skip
     assert r.accepted, r.message
+
+
+def test_large_outputs_compare_on_the_gpu_as_on_the_host() -> None:
+    """compare.DEVICE_MIN and up: the gate checks the common case on its GPU; the verdict and
+    the errors are the host's, bit for bit (IEEE float32 steps and exact maxima)."""
+    from klineage.gate.compare import DEVICE_MIN, compare_tensor
+
+    g = torch.Generator().manual_seed(0)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        want = torch.randn(3 * DEVICE_MIN + 5, generator=g).to(dtype)
+        near = (want.float() * (1 + 3e-4)).to(dtype)
+        far = near.clone()
+        far[DEVICE_MIN + 1] += 1.0
+        for got in (want.clone(), near, far):
+            host = compare_tensor(got, want, 1e-2, "output")
+            dev = compare_tensor(got, want, 1e-2, "output", device="cuda")
+            assert (dev.ok, dev.message, dev.criterion) == (host.ok, host.message, host.criterion)
+            assert (dev.max_abs_err, dev.max_rel_err) == (host.max_abs_err, host.max_rel_err)

@@ -125,3 +125,71 @@ def test_chunked_fast_pass_sees_every_chunk_and_leaves_inputs_alone(monkeypatch)
     c = compare_tensor(off, near, 1e-2, "output")
     assert c.ok and c.max_abs_err > 0.0
     assert c.max_abs_err == compare_tensor(off.float(), near.float(), 1e-2, "output").max_abs_err
+
+
+# The device path (compare.DEVICE_MIN and up, on the gate's GPU): the same float32 steps in
+# chunks of DEVICE_CHUNK, each moved with a copy. On the CPU it runs with device="cpu" and
+# the thresholds lowered, so every branch is exercised here; the GPU tier runs it on CUDA.
+
+
+def _lowered(monkeypatch) -> None:
+    from klineage.gate import compare as cmp
+
+    monkeypatch.setattr(cmp, "DEVICE_MIN", 8)
+    monkeypatch.setattr(cmp, "DEVICE_CHUNK", 7)  # several chunks, the last one partial
+
+
+def _cases() -> list[tuple[torch.Tensor, torch.Tensor, float]]:
+    g = torch.Generator().manual_seed(3)
+    out = []
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        want = torch.randn(5, 9, generator=g).to(dtype)
+        near = (want.float() * (1 + 1e-4)).to(dtype)
+        far = want.clone()
+        far[3, 4] += 1.0
+        nan = want.clone()
+        nan[0, 8] = math.nan
+        out += [
+            (want.clone(), want, 1e-3),
+            (near, want, 1e-2),
+            (far, want, 1e-2),
+            (nan, want, 1e-2),
+        ]
+    return out
+
+
+def test_device_path_decides_and_measures_as_the_host(monkeypatch) -> None:
+    _lowered(monkeypatch)
+    for got, want, tolerance in _cases():
+        kept = got.clone(), want.clone()
+        host = compare_tensor(got, want, tolerance, "output")
+        dev = compare_tensor(got, want, tolerance, "output", device="cpu")
+        assert (dev.ok, dev.message, dev.criterion) == (host.ok, host.message, host.criterion)
+        assert (dev.max_abs_err, dev.max_rel_err) == (host.max_abs_err, host.max_rel_err)
+        # The in-place steps work on the moved copies, never on the caller's tensors.
+        assert torch.equal(got.nan_to_num(), kept[0].nan_to_num())
+        assert torch.equal(want, kept[1])
+    assert not compare_tensor(*_cases()[2][:2], 1e-2, "o", device="cpu").ok
+
+
+def test_device_path_falls_back_to_the_host_on_a_device_error(monkeypatch) -> None:
+    from klineage.gate import compare as cmp
+
+    _lowered(monkeypatch)
+    real = cmp._fast_pass
+    seen: list[object] = []
+
+    def failing(got, want, tol, atol_scale, device=None):
+        seen.append(device)
+        if device is not None:
+            raise RuntimeError("CUDA error: out of memory")
+        return real(got, want, tol, atol_scale)
+
+    monkeypatch.setattr(cmp, "_fast_pass", failing)
+    x = torch.randn(4, 4)
+    assert compare_tensor(x.clone(), x, 1e-4, "o", device="cpu").ok
+    assert seen == [torch.device("cpu"), None]
+    small = torch.randn(2)  # under DEVICE_MIN: the host, the device not asked
+    seen.clear()
+    assert compare_tensor(small.clone(), small, 1e-4, "o", device="cpu").ok
+    assert seen == [None]

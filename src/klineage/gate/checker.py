@@ -68,7 +68,9 @@ class Checked:
     # Wall seconds of the checks by part (StageNumbers.correctness_s): "harness" (a call's round
     # trip: the harness reads the inputs, runs forward, writes the outputs), "forward" (within it,
     # the candidate's forward as the harness timed it), "read" (the outputs read back), "expected"
-    # (the reference's outputs, from memory or disk), "compare"; lock waits left out.
+    # (the reference's outputs, from memory or disk), "compare"; after timing, the CUDA-graph
+    # replay's "replay" (its request), "replay_read" (its outputs and the reference's) and
+    # "replay_compare"; lock waits left out.
     spent: dict[str, float] = field(default_factory=dict)
 
     def add(self, part: str, seconds: float) -> None:
@@ -171,15 +173,21 @@ class Checker:
         self, got: list[Any], want: list[Any], tol: Callable[[str], float], case: RefCase
     ) -> Comparison:
         """One call's outputs against the reference's (a single output compared as itself), and
-        against its float64 evaluation where the reference's own tolerance is not met."""
-        return compare_outputs(
-            got if len(got) != 1 else got[0],
-            want if len(want) != 1 else want[0],
-            tol,
-            case.atol_scale,
-            (lambda: self.expected.float64(case)) if case.float64 else None,
-            case.float64_missing,
-        )
+        against its float64 evaluation where the reference's own tolerance is not met. On a GPU
+        the common case of a large output is checked there (compare.DEVICE_MIN), under the
+        gate's lock taken shared like a call: a gate call timing waits for it, milliseconds
+        where the host took a second or more."""
+        on_gpu = self.req.device == "cuda"
+        with self.hold() if on_gpu else contextlib.nullcontext():
+            return compare_outputs(
+                got if len(got) != 1 else got[0],
+                want if len(want) != 1 else want[0],
+                tol,
+                case.atol_scale,
+                (lambda: self.expected.float64(case)) if case.float64 else None,
+                case.float64_missing,
+                device="cuda" if on_gpu else None,
+            )
 
     # compile --------------------------------------------------------------------------------
     def compile(self, regime: RefRegime) -> tuple[StageResult, CallReply | None]:
@@ -432,6 +440,7 @@ class Checker:
         cases = regime.cases
         outs = [str(self.harness.out / f"replay-{regime.name}-{i}.pt") for i in range(len(cases))]
         with self.hold():
+            t0 = time.perf_counter()
             reply = self.harness.request(
                 {
                     "op": "graph_check",
@@ -443,6 +452,7 @@ class Checker:
                 },
                 GraphReply,
             )
+        self.seen.add("replay", time.perf_counter() - t0)
         if reply.capture_failed:
             self.seen.not_replayed.append(f"{regime.name} (capture failed: {reply.error})")
             return None
@@ -450,10 +460,14 @@ class Checker:
             return f"graph replay: {reply.error}"
         tol = self.tolerance_for(regime)
         for case, path in zip(cases, outs, strict=True):
+            t0 = time.perf_counter()
             got = load_outputs(Path(path))
             Path(path).unlink(missing_ok=True)
             want = self.expected.outputs(case)
+            t1 = time.perf_counter()
             cmp = self.compare(got, want, tol, case)
+            self.seen.add("replay_read", t1 - t0)
+            self.seen.add("replay_compare", time.perf_counter() - t1)
             if not cmp.ok:
                 return f"CUDA-graph replay, {case.label}: {cmp.message} (the forward's result does not come from its device work)"
         return None

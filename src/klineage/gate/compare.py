@@ -88,34 +88,72 @@ took 1.74 s whole and 0.97 s chunked (best of 3) on this project's 2-core machin
 "The column softmax and the reverse cumsum at budget 10"; benchmarks/compare_cost.py)."""
 
 
+DEVICE_MIN = 1 << 20
+"""Outputs of at least this many elements are compared on the gate's GPU when it has one
+(compare_tensor's `device`): the host took 1-1.6 s per 84M-element output on the H100 host, and
+the reverse cumsum's gate call compared 30 of them (its correctness and its CUDA-graph replay:
+about 45 s of a 75-85 s call; docs/benchmarks.md, "Regime dispatch and the reverse cumsum").
+Below it the transfer costs more than the host's compare."""
+
+DEVICE_CHUNK = 1 << 24
+"""Elements per transfer on the device path: float32 temporaries of 64 MB each, a few of them."""
+
+
 def _fast_pass(
-    got: torch.Tensor, want: torch.Tensor, tol: float, atol_scale: float
+    got: torch.Tensor,
+    want: torch.Tensor,
+    tol: float,
+    atol_scale: float,
+    device: torch.device | None = None,
 ) -> Comparison | None:
     """The common case in float32, chunk by chunk: all finite and within tolerance. None sends
     the comparison to the exact float64 path, which finds and names the worst element.
 
     Finiteness is checked on the reference only: where it is finite, so is the bound, and a NaN
     or infinite `got` fails `err <= bound` (a NaN error compares false, an infinite one exceeds
-    a finite bound), so it goes to the exact path as before."""
+    a finite bound), so it goes to the exact path as before.
+
+    `device`: where the chunks are compared (None: where they are). Each operation is one
+    IEEE float32 elementwise step or an exact max, so the verdict and the errors are the same
+    bits on a GPU as on the host."""
     if got.dtype not in _FAST_DTYPES:
         return None
     g_all = got.detach().reshape(-1)
     w_all = want.detach().reshape(-1)
+    moved = device is not None  # copied there even where it is already (the ops are in place)
+    chunk = DEVICE_CHUNK if moved else FAST_CHUNK
     max_abs = max_rel = 0.0
-    for start in range(0, g_all.numel(), FAST_CHUNK):
-        g = g_all[start : start + FAST_CHUNK].float()
-        w = w_all[start : start + FAST_CHUNK].float()
+    for start in range(0, g_all.numel(), chunk):
+        g_part, w_part = g_all[start : start + chunk], w_all[start : start + chunk]
+        if moved:  # moved in their own dtype (half the bytes of float32), converted there
+            g_part, w_part = g_part.to(device, copy=True), w_part.to(device, copy=True)
+        g = g_part.float()
+        w = w_part.float()
         if not bool(torch.isfinite(w).all()):
             return None
-        # In place where .float() made a copy; a float32 output's chunk is the caller's view.
-        copied = got.dtype != torch.float32
+        # In place where .float() or the move made a copy; a float32 output's chunk is
+        # otherwise the caller's view.
+        copied = moved or got.dtype != torch.float32
         err = g.sub_(w).abs_() if copied else (g - w).abs_()
-        w_abs = w.abs_() if want.dtype != torch.float32 else w.abs()
+        w_abs = w.abs_() if moved or want.dtype != torch.float32 else w.abs()
         if not bool((err <= w_abs * tol + tol * atol_scale).all()):
             return None
         max_abs = max(max_abs, float(err.max()))
         max_rel = max(max_rel, float(err.div_(w_abs.clamp_min_(1e-12)).max()))
     return Comparison(True, "", max_abs, max_rel, REFERENCE)
+
+
+def _device_fast_pass(
+    got: torch.Tensor, want: torch.Tensor, tol: float, atol_scale: float, device: Any
+) -> Comparison | None:
+    """_fast_pass on `device` for a large output; on the host when it is small, or when the
+    device cannot take it (out of memory, a device error): the host's verdict is the same."""
+    if device is None or got.numel() < DEVICE_MIN:
+        return _fast_pass(got, want, tol, atol_scale)
+    try:
+        return _fast_pass(got, want, tol, atol_scale, torch.device(device))
+    except (RuntimeError, torch.cuda.OutOfMemoryError):
+        return _fast_pass(got, want, tol, atol_scale)
 
 
 def _against_float64(
@@ -189,11 +227,13 @@ def compare_tensor(
     atol_scale: float = 1.0,
     exact: Exact = None,
     no_exact: str | None = None,
+    device: Any = None,
 ) -> Comparison:
     """atol = tol * atol_scale, rtol = tol: atol_scale > 1 for inputs scaled beyond get_inputs,
     whose outputs (and rounding errors) grow with them. `exact`: the reference evaluated in
     float64 (or a function reading it), consulted only for an output beyond that tolerance;
-    `no_exact`: why there is none, for the message."""
+    `no_exact`: why there is none, for the message. `device`: where a large output's common
+    case (finite, within tolerance) is checked; anything else is decided on the host."""
     if got.shape != want.shape:
         return Comparison(False, f"{label}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")
     if got.dtype != want.dtype:
@@ -213,7 +253,7 @@ def compare_tensor(
                 f"{label}: {n} element(s) differ; first at {idx}: got {got.reshape(-1)[i].item()}, expected {want.reshape(-1)[i].item()}",
             )
         return Comparison(True)
-    fast = _fast_pass(got, want, tol, atol_scale)
+    fast = _device_fast_pass(got, want, tol, atol_scale, device)
     if fast is not None:
         return fast
     g = got.detach().to(torch.float64).reshape(-1)
@@ -295,10 +335,11 @@ def compare_outputs(
     atol_scale: float = 1.0,
     exact: Callable[[], list[Any] | None] | None = None,
     no_exact: str | None = None,
+    device: Any = None,
 ) -> Comparison:
     """tol_for(dtype_name) -> tolerance. Compares every output tensor. exact() reads the
     reference evaluated in float64, one entry per output (None where not evaluated), once, and
-    only if an output needs it; no_exact says why there is none."""
+    only if an output needs it; no_exact says why there is none; device: compare_tensor's."""
     g, w = as_outputs(got), as_outputs(want)
     if len(g) != len(w):
         return Comparison(False, f"returned {len(g)} output(s), expected {len(w)}")
@@ -323,7 +364,9 @@ def compare_outputs(
         exact_k: Callable[[], Any] | None = (
             (lambda k=k: exact_for(k)) if exact is not None else None
         )
-        c = compare_tensor(a, b, tol_for(dtype_name(b.dtype)), label, atol_scale, exact_k, no_exact)
+        c = compare_tensor(
+            a, b, tol_for(dtype_name(b.dtype)), label, atol_scale, exact_k, no_exact, device
+        )
         if not c.ok:
             return c
         loosest = c if _RANK[c.criterion] > _RANK[worst.criterion] else worst

@@ -451,7 +451,18 @@ def _profile_and_replay(
     late = checker.late_calls(verified)
     if late:
         stages[Stage.CORRECTNESS] = failed(Stage.CORRECTNESS, f"after timing: {late}")
-    elif checker.seen.not_replayed:
-        done = stages[Stage.CORRECTNESS]
+        return
+    done = stages[Stage.CORRECTNESS]
+    note = ""
+    if checker.seen.not_replayed:
         note = "; not checked by CUDA-graph replay: " + ", ".join(checker.seen.not_replayed)
-        stages[Stage.CORRECTNESS] = done.model_copy(update={"message": done.message + note})
+    replay = {k: round(v, 2) for k, v in checker.seen.spent.items() if k.startswith("replay")}
+    if replay:  # the replay's seconds beside the stage's own (correctness_s)
+        note += "; graph replay " + ", ".join(
+            f"{k.removeprefix('replay').strip('_') or 'calls'} {v:.1f} s" for k, v in replay.items()
+        )
+        numbers = done.numbers.model_copy(
+            update={"correctness_s": {**(done.numbers.correctness_s or {}), **replay}}
+        )
+        done = done.model_copy(update={"numbers": numbers})
+    stages[Stage.CORRECTNESS] = done.model_copy(update={"message": done.message + note})

@@ -179,6 +179,7 @@ class StageNumbers(BaseModel):
     # split, candidate), lock and disk waits left out
     load_s: dict[str, float] | None = None
     # correctness: wall seconds by part (harness, forward within it, read, expected, compare;
+    # on a GPU also the CUDA-graph replay's replay, replay_read, replay_compare after timing;
     # gate/checker.py Checked.spent), lock waits left out
     correctness_s: dict[str, float] | None = None
     launches: int | None = None  # compile
