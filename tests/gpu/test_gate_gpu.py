@@ -78,3 +78,19 @@ def test_large_outputs_compare_on_the_gpu_as_on_the_host() -> None:
             dev = compare_tensor(got, want, 1e-2, "output", device="cuda")
             assert (dev.ok, dev.message, dev.criterion) == (host.ok, host.message, host.criterion)
             assert (dev.max_abs_err, dev.max_rel_err) == (host.max_abs_err, host.max_rel_err)
+
+
+def test_the_float64_criteria_on_the_gpu_decide_as_on_the_host() -> None:
+    """A large float32 output closer to float64 than PyTorch's own (a scan in another order):
+    decided on the GPU by the float64 criteria, with the host's verdict, note and errors."""
+    from klineage.gate.compare import DEVICE_MIN, FLOAT64, compare_tensor
+
+    g = torch.Generator().manual_seed(1)
+    r = torch.randn(2 * DEVICE_MIN + 3, generator=g, dtype=torch.float64) * 50
+    want = (r + (torch.rand(r.shape, generator=g, dtype=torch.float64) - 0.5) * 8e-3).float()
+    got = (r + (torch.rand(r.shape, generator=g, dtype=torch.float64) - 0.5) * 4e-5).float()
+    host = compare_tensor(got, want, 1e-4, "output", exact=r)
+    dev = compare_tensor(got, want, 1e-4, "output", exact=r, device="cuda")
+    assert host.ok and host.criterion == FLOAT64, host.message
+    assert (dev.ok, dev.criterion, dev.note) == (host.ok, host.criterion, host.note)
+    assert (dev.max_abs_err, dev.max_rel_err) == (host.max_abs_err, host.max_rel_err)

@@ -173,3 +173,84 @@ def test_outputs_read_float64_once_and_report_the_loosest_criterion(order: str) 
         == REFERENCE
     )
     assert reads == [1]
+
+
+def _scenarios() -> list[tuple[str, torch.Tensor, torch.Tensor, float, torch.Tensor | None]]:
+    """(name, got, want, tol, float64 evaluation): each criterion's pass and each failure."""
+    r = _cancelled()
+    want = (r + _noise(r, 4e-3, 1)).float()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4096, 16, generator=g) + 10.0
+    x[2048:] -= 20.0
+    far = want.clone()
+    far[3] = float(r[3]) + 2 * TORCH_ERROR_FACTOR * 4e-3
+    step = torch.linspace(0, 1, 50, dtype=torch.float64)
+    stepped = step.float().clone()
+    stepped[10] += 0.5
+    wrong = stepped.clone()
+    wrong[20] += 0.01
+    h = torch.linspace(-1, 1, 64, dtype=torch.float64) * 20
+    h_want = (h + _noise(h, 0.3, 1)).to(torch.float16)
+    nan = want.clone()
+    nan[5] = math.nan
+    # Closer to float64 than PyTorch except at the elements it copies from the reference, which
+    # pass as they are (within the reference's own tolerance), not by a margin.
+    mixed = (r + _noise(r, 2e-5, 2)).float()
+    mixed[:8] = want[:8]
+    return [
+        ("float64 and the reference's own", mixed, want, TOL, r),
+        ("reference", want + 1e-6, want, TOL, r),
+        ("float64", (r + _noise(r, 2e-5, 2)).float(), want, TOL, r),
+        ("torch error", (r + _noise(r, 2e-2, 2)).float(), want, TOL, r),
+        ("beyond the factor", far, want, TOL, r),
+        ("dropped term", x[:-1].sum(0), x.sum(0), TOL, x.double().sum(0)),
+        ("blocked order", x.view(64, 64, 16).sum(1).sum(0), x.sum(0), TOL, x.double().sum(0)),
+        ("no rounding margin", wrong, stepped, TOL, step),
+        ("half float64", h.to(torch.float16), h_want, 1e-2, h),
+        ("half beyond", (h + _noise(h, 0.6, 2)).to(torch.float16), h_want, 1e-2, h),
+        ("no float64", (r + _noise(r, 2e-5, 2)).float(), want, TOL, None),
+        ("wrong shape", (r + _noise(r, 2e-5, 2)).float(), want, TOL, torch.zeros(3).double()),
+        ("nan", nan, want, TOL, r),
+    ]
+
+
+@pytest.mark.parametrize("scenario", _scenarios(), ids=lambda s: s[0])
+def test_the_device_path_decides_every_criterion_as_the_host(scenario, monkeypatch) -> None:
+    """compare_tensor(device=...) for a large output (here device="cpu" with the thresholds
+    lowered, so that each chunked step runs; the GPU tier runs it on CUDA): the same verdict,
+    criterion, note, message and errors as the host's path."""
+    from klineage.gate import compare as cmp
+
+    monkeypatch.setattr(cmp, "DEVICE_MIN", 8)
+    monkeypatch.setattr(cmp, "DEVICE_CHUNK", 7)
+    _, got, want, tol, r = scenario
+    host = compare_tensor(got, want, tol, "output", exact=r)
+    dev = compare_tensor(got, want, tol, "output", exact=r, device="cpu")
+    assert (dev.ok, dev.criterion, dev.note, dev.message) == (
+        host.ok,
+        host.criterion,
+        host.note,
+        host.message,
+    )
+    assert (dev.max_abs_err, dev.max_rel_err) == (host.max_abs_err, host.max_rel_err)
+
+
+def test_the_device_criteria_decide_passes_themselves(monkeypatch) -> None:
+    """The passes by the float64 criteria are decided on the device (not handed to the host),
+    and a failure is handed to the host, which names the worst element."""
+    from klineage.gate import compare as cmp
+
+    monkeypatch.setattr(cmp, "DEVICE_MIN", 8)
+    monkeypatch.setattr(cmp, "DEVICE_CHUNK", 7)
+    by_name = {s[0]: s for s in _scenarios()}
+    for name, criterion in (
+        ("reference", REFERENCE),
+        ("float64", FLOAT64),
+        ("torch error", TORCH_ERROR),
+    ):
+        _, got, want, tol, r = by_name[name]
+        c = cmp._device_criteria(got, want, r, tol, 1.0, "output", "cpu")
+        assert c is not None and c.ok and c.criterion == criterion, name
+    for name in ("beyond the factor", "no rounding margin", "half beyond", "no float64", "nan"):
+        _, got, want, tol, r = by_name[name]
+        assert cmp._device_criteria(got, want, r, tol, 1.0, "output", "cpu") is None, name
