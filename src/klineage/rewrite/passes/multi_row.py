@@ -18,9 +18,10 @@ do not depend on the row) keeps its loop; a per-row value it carries from a lite
 store whose pointer, mask or value depends on the row gets `& row_ok` (rows < n_rows): ROWS
 need not divide the row count. The launcher computes ROWS = min(MAX_ROWS, max(1, TILE //
 BLOCK), next_power_of_2(n_rows), next_power_of_2(max(1, n_rows // (2 * PROGRAMS)))) (TILE
-4096, MAX_ROWS 64, PROGRAMS 528; params["tile"], params["max_rows"], params["programs"] (0: no
-floor), or params["rows"] fixed) and launches cdiv(n_rows, ROWS) programs: short rows are
-packed where rows are many, and a few long rows keep one program each.
+4096, or SCAN_TILE 256 and no programs floor for a row walked in chunks into a scan; MAX_ROWS
+64, PROGRAMS 528; params["tile"], params["max_rows"], params["programs"] (0: no floor), or
+params["rows"] fixed) and launches cdiv(n_rows, ROWS) programs: short rows are packed where
+rows are many, and a few long rows keep one program each.
 
 Why it is sound: after the rewrite a program's rows only meet in reductions and scans along
 axis 1, and everything else broadcasts lane by lane, so each row computes what its own program
@@ -58,6 +59,13 @@ MAX_ROWS = 64
 # The default ROWS leaves at least about this many programs (4 per SM of an H100 / H200, 132
 # SMs, split_k's aim): packing the 384 long rows of a row scan 64 a program would leave 6.
 PROGRAMS = 4 * 132
+# A row walked in chunks carrying per-row totals into a scan (the reverse cumsum's naive,
+# CHUNK 64) packs best at a few rows: side by side with its naive start on the H200, at
+# 524288 x 160 fp16, 4 rows a program (256 elements) ran 2.66x, 2 rows 1.87x, 16 rows 1.07x,
+# 32 rows 0.55x; on an H100, 8 rows 2.33x, 64 rows (TILE) 0.50x, 1 row 0.12x. Without the
+# programs floor: its 384 rows of 200000 ran 0.42x at 1 row a program (the floor's choice, H100),
+# 0.97x at 2 and 0.89x at 4 (H200) (docs/benchmarks.md, "Rows per program for a row scan").
+SCAN_TILE = 256
 ROWS = tile_rewrite.Tiling(
     "multi_row",
     axis=0,
@@ -75,6 +83,7 @@ ROWS = tile_rewrite.Tiling(
     effect="short rows fill a program",
     done="several rows per program",
     programs=PROGRAMS,
+    scan_tile=SCAN_TILE,
 )
 
 

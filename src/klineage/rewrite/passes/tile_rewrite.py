@@ -68,9 +68,24 @@ class Tiling:
     # Programs the default P leaves at least about (0: no floor): P is at most the power of two
     # that keeps count / P over this many, so a regime with few long rows keeps its programs.
     programs: int = 0
+    # Default elements per tile for a kernel that walks its index's data in a loop, carrying
+    # per-index totals into a scan (tl.cumsum/tl.cumprod) each step, without the programs
+    # floor (a one-index [1, B] tile of such a scan measured far slower than the 1-D kernel);
+    # 0: `tile` and `programs` for it too.
+    scan_tile: int = 0
 
 
-A = TypeVar("A", bound=Launched)  # a pass's analysis of one launch
+A = TypeVar("A", bound=Launched)
+
+
+def defaults(t: Tiling, a: Launched, kdef: cst.FunctionDef) -> tuple[int, int]:
+    """(tile, programs) by default: (t.scan_tile, no floor) for a kernel whose loop carries
+    per-index totals (a.widen) and that scans (a chunked row scan); (t.tile, t.programs)
+    otherwise."""
+    scans = any(
+        isinstance(n, cst.Call) and dotted(n.func).split(".")[-1] in SCANS for n in walk(kdef)
+    )
+    return (t.scan_tile, 0) if t.scan_tile and a.widen and scans else (t.tile, t.programs)  # a pass's analysis of one launch
 
 
 def tl_alias(module: cst.Module) -> str | None:
@@ -373,10 +388,11 @@ def rewrite(
     if t.fixed in p:
         value, why = str(int(p[t.fixed])), "fixed"
     else:
-        tile, cap = int(p.get("tile", t.tile)), int(p.get(t.cap_key, t.cap))
+        tile, programs = defaults(t, a, kdef)
+        tile, cap = int(p.get("tile", tile)), int(p.get(t.cap_key, t.cap))
         terms = [str(cap), f"max(1, {tile} // {a.block})", f"{tr}.next_power_of_2({count})"]
         why = f"a {t.shape} tile of about {tile} elements, at most {cap} {t.unit}"
-        programs = int(p.get("programs", t.programs))
+        programs = int(p.get("programs", programs))
         if programs:  # a power of two, so the min of the terms stays one where it was
             terms.append(f"{tr}.next_power_of_2(max(1, {count} // {2 * programs}))")
             why += f", at least about {programs} programs"
