@@ -90,10 +90,12 @@ took 1.74 s whole and 0.97 s chunked (best of 3) on this project's 2-core machin
 
 DEVICE_MIN = 1 << 20
 """Outputs of at least this many elements are compared on the gate's GPU when it has one
-(compare_tensor's `device`): the host took 1-1.6 s per 84M-element output on the H100 host, and
-the reverse cumsum's gate call compared 30 of them (its correctness and its CUDA-graph replay:
-about 45 s of a 75-85 s call; docs/benchmarks.md, "Regime dispatch and the reverse cumsum").
-Below it the transfer costs more than the host's compare."""
+(compare_tensor's `device`). On the reverse cumsum (61-84M-element outputs) the host's
+comparisons took 19-25 s of a 74-86 s gate call, and 179 s of a 421 s one that checked a
+7-config table (171 calls), plus 27 s in its CUDA-graph replay; on the GPU, 38 s and 5 s for
+the same work (another host; docs/benchmarks.md, "Split counts, rows per program for a row
+scan, and the reverse cumsum at budget 10"). Below it the transfer costs more than the host's
+compare."""
 
 DEVICE_CHUNK = 1 << 24
 """Elements per transfer on the device path: float32 temporaries of 64 MB each, a few of them."""
@@ -183,8 +185,8 @@ def _device_criteria(
     chunk on `device`: the reference's own tolerance (in float64), then the float64 evaluation,
     then PyTorch's error as a margin. A pass decided here is the host's, bit for bit (the same
     IEEE float64 steps, exact maxima); None for anything else (a value not finite, no float64
-    evaluation, a failure to name), which the host's path decides as before. An 74M-element
-    float32 cumsum whose every case passes by float64 took 4-5 s a case on the host."""
+    evaluation, a failure to name), which the host's path decides as before. The reverse
+    cumsum's 74M-element float32 regime passes every case this way."""
     n = got.numel()
     g_all, w_all = got.detach().reshape(-1), want.detach().reshape(-1)
 
