@@ -75,7 +75,7 @@ class Tiling:
     scan_tile: int = 0
 
 
-A = TypeVar("A", bound=Launched)
+A = TypeVar("A", bound=Launched)  # a pass's analysis of one launch
 
 
 def defaults(t: Tiling, a: Launched, kdef: cst.FunctionDef) -> tuple[int, int]:
@@ -85,7 +85,7 @@ def defaults(t: Tiling, a: Launched, kdef: cst.FunctionDef) -> tuple[int, int]:
     scans = any(
         isinstance(n, cst.Call) and dotted(n.func).split(".")[-1] in SCANS for n in walk(kdef)
     )
-    return (t.scan_tile, 0) if t.scan_tile and a.widen and scans else (t.tile, t.programs)  # a pass's analysis of one launch
+    return (t.scan_tile, 0) if t.scan_tile and a.widen and scans else (t.tile, t.programs)
 
 
 def tl_alias(module: cst.Module) -> str | None:
