@@ -1,0 +1,78 @@
+"""online_softmax run by the Triton interpreter: the merged walk's log-sum-exp equals torch's,
+also where a row starts with blocks of -inf (the guard: without it the sum is NaN there), and the
+CPU gate accepts the held-out column softmax with its walks merged (naive and column-tiled)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from klineage.config import GateConfig
+from klineage.gate import run_gate
+from klineage.optimize.materialize import mechanical
+from tests.conftest import ROOT
+from tests.unit.rewrite.test_online_softmax import ROW_LSE, ROW_LSE_AFTER
+
+pytestmark = pytest.mark.interpreter
+
+GUARD = 'hi_ref = tl.where(hi_new == float("-inf"), 0.0, hi_new)'
+
+
+def _launch(source: str, tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.launch
+
+
+def _rows() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    x = 4.0 * torch.randn(4, 70, generator=g)  # 70 = 4 blocks of 16 and a partial one
+    x[1, :16] = float("-inf")  # a whole first block of -inf
+    x[2, :40] = float("-inf")  # two and a half blocks
+    x[3, 50] = 30.0  # the maximum rises late: the sum so far is rescaled
+    return x
+
+
+def test_the_merged_walk_computes_log_sum_exp(tmp_path: Path) -> None:
+    x = _rows()
+    want = torch.logsumexp(x, dim=1)
+    before = _launch(ROW_LSE, tmp_path, "lse_two_walks")(x)
+    after = _launch(ROW_LSE_AFTER, tmp_path, "lse_online")(x)
+    torch.testing.assert_close(before, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(after, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_guard_is_what_keeps_a_leading_minus_inf_block_finite(tmp_path: Path) -> None:
+    assert GUARD in ROW_LSE_AFTER
+    unguarded = ROW_LSE_AFTER.replace(GUARD, "hi_ref = hi_new")
+    out = _launch(unguarded, tmp_path, "lse_unguarded")(_rows())
+    assert out[1:3].isnan().all() and not out[[0, 3]].isnan().any()
+
+
+@pytest.mark.parametrize("shape", ["naive", "column_tiled"])
+def test_the_gate_accepts_the_merged_column_softmax(shape: str, tmp_path: Path) -> None:
+    problem = ROOT / "src" / "klineage" / "heldout" / "column_softmax"
+    source = (problem / "naive.py").read_text()
+    if shape == "column_tiled":
+        source = mechanical(source, "column_tiling").source or ""
+    merged = mechanical(source, "online_softmax")
+    assert merged.source is not None, merged.reason
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(merged.source, encoding="utf-8")
+    verdict = run_gate(
+        problem / "problem.py",
+        candidate,
+        device="cpu",
+        regimes=["tiny", "ragged", "fp16"],
+        config=GateConfig(cache=False),
+    )
+    assert verdict.accepted, verdict.message
