@@ -76,3 +76,16 @@ def test_the_gate_accepts_the_merged_column_softmax(shape: str, tmp_path: Path) 
         config=GateConfig(cache=False),
     )
     assert verdict.accepted, verdict.message
+
+
+def test_the_walks_split_back_compute_log_sum_exp(tmp_path: Path) -> None:
+    """Backward (the online walk split into a maximum walk and a sum walk against the final
+    maximum's reference) keeps the meaning, -inf blocks included."""
+    from tests.unit.rewrite.test_online_softmax import PASS
+
+    (site,) = PASS.backward_sites(ROW_LSE_AFTER)
+    split = PASS.simplify(ROW_LSE_AFTER, site).source
+    assert split is not None
+    x = _rows()
+    out = _launch(split, tmp_path, "lse_split_back")(x)
+    torch.testing.assert_close(out, torch.logsumexp(x, dim=1), rtol=1e-5, atol=1e-5)

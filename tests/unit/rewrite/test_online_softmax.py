@@ -1,8 +1,9 @@
-"""online_softmax: two walks (a maximum, then a sum of exp(x - maximum)) become one online walk.
+"""online_softmax: two walks (a maximum, then a sum of exp(x - maximum)) become one online walk,
+and back.
 
 Golden on a row log-sum-exp walked in chunks, written for the purpose (not a corpus or held-out
-kernel), the skips with their reasons, and the held-out column softmax (naive and column-tiled)
-as sites. The interpreter tier runs the result and gates it (tests/interp/test_online_softmax.py).
+kernel), the skips with their reasons, the held-out column softmax (naive and column-tiled) as
+sites; backward, the softmax expert's online kernel (exp2, its guard) split into two walks. The interpreter tier runs the result and gates it (tests/interp/test_online_softmax.py).
 """
 
 from __future__ import annotations
@@ -80,10 +81,11 @@ def rewritten(source: str) -> str:
     return r.source
 
 
-def test_registered_forward_only() -> None:
+def test_registered_both_ways() -> None:
     p = all_passes()["online_softmax"]
-    assert p.STRUCTURAL and p.backward_sites(ROW_LSE_AFTER) == []
-    assert "no backward rewrite" in p.simplify(ROW_LSE_AFTER, PASS.forward_sites(ROW_LSE)[0]).reason
+    assert p.STRUCTURAL
+    assert [s.direction for s in p.backward_sites(ROW_LSE_AFTER)] == ["backward"]
+    assert p.backward_sites(ROW_LSE) == []
 
 
 def test_golden_row_log_sum_exp() -> None:
@@ -183,3 +185,79 @@ def test_the_held_out_column_softmax_is_a_site(shape: str) -> None:
         in out
     )
     assert "p = tl.exp(a.to(tl.float32) - peak) / denom" in out
+
+
+SPLIT_BACK = """
+    hi = float("-inf")
+    acc = 0.0
+    for k in range(0, n, STEP):
+        v = tl.load(x_ptr + row * stride + k + offs, mask=k + offs < n, other=float("-inf"))
+        hi = tl.maximum(hi, tl.max(v, 0))
+
+    for k in range(0, n, STEP):
+        v = tl.load(x_ptr + row * stride + k + offs, mask=k + offs < n, other=float("-inf"))
+        hi_ref = tl.where(hi == float("-inf"), 0.0, hi)
+        acc += tl.sum(tl.exp(v - hi_ref), 0)
+    tl.store(out_ptr + row, hi + tl.log(acc))
+"""
+
+
+def _simplified(source: str) -> str:
+    (site,) = PASS.backward_sites(source)
+    r = PASS.simplify(source, site)
+    assert r.applied, r.reason
+    assert r.source is not None
+    return r.source
+
+
+def test_backward_splits_the_online_walk_keeping_its_reference() -> None:
+    """The running maximum alone, then the sum against the final maximum's reference (the
+    guard kept: a row of -inf only still sums 0); the rescale dropped."""
+    out = _simplified(ROW_LSE_AFTER)
+    assert SPLIT_BACK in out
+    assert "hi_new" not in out and "acc * tl.exp" not in out
+
+
+def test_backward_on_the_softmax_expert_online_kernel() -> None:
+    """The expert's exp2 form: `m_ref = tl.where(m_new == -inf, 0.0, m_new) * _LOG2E` and
+    `d = d * tl.exp2(m * _LOG2E - m_ref) + tl.sum(tl.exp2(x * _LOG2E - m_ref), axis=0)`."""
+    expert = (ROOT / "src" / "klineage" / "kernels" / "softmax" / "expert.py").read_text()
+    (site,) = PASS.backward_sites(expert)
+    assert site.params == {"kernel": "_softmax_online_kernel", "peak": "m", "total": "d"}
+    out = _simplified(expert)
+    assert "        m = tl.maximum(m, tl.max(x, axis=0))\n" in out
+    assert '        m_ref = tl.where(m == -float("inf"), 0.0, m) * _LOG2E\n' in out
+    assert "        d += tl.sum(tl.exp2(x * _LOG2E - m_ref), axis=0)\n" in out
+    kernel = out.split("def _softmax_online_kernel")[1].split("def softmax_forward")[0]
+    assert "m_new =" not in kernel and "d * tl.exp2" not in kernel
+    assert PASS.backward_sites(out) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        ("acc = acc * tl.exp(hi - hi_ref)", "acc = acc * tl.exp(v - hi_ref)", "rescale reads more"),
+        ("tl.sum(tl.exp(v - hi_ref), 0)", "tl.sum(tl.exp(v - hi), 0)", "do not read hi_ref alone"),
+        ("        hi = hi_new\n", "        hi = hi_new + 0.0\n", "does not end `hi = hi_new`"),
+        (
+            'hi_ref = tl.where(hi_new == float("-inf"), 0.0, hi_new)',
+            'hi_ref = tl.where(hi_new == float("-inf"), 0.0, v)',
+            "not a function of hi_new alone",
+        ),
+        ("tl.sum(tl.exp(v - hi_ref), 0)", "tl.sum(tl.exp2(v - hi_ref), 0)", "not one exponential"),
+        (
+            "    tl.store(out_ptr + row, hi + tl.log(acc))",
+            "    tl.store(out_ptr + row, hi_ref + tl.log(acc))",
+            "read after the walk",
+        ),
+    ],
+    ids=["rescale", "terms", "assign", "reference", "exponential", "after"],
+)
+def test_backward_skips_say_why(old: str, new: str, why: str) -> None:
+    assert old in ROW_LSE_AFTER
+    src = ROW_LSE_AFTER.replace(old, new, 1)
+    from klineage.rewrite.passes.online_softmax import analyse_online
+
+    assert PASS.backward_sites(src) == []
+    reasons = [x[1] for x in analyse_online(src) if isinstance(x, tuple)]
+    assert any(why in r for r in reasons), reasons

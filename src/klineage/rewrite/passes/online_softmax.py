@@ -32,212 +32,34 @@ hold compound statements, store, or use M or S before their last statement; a su
 exponent is not the maximum's argument minus M; other statements between the loops than S's
 start, or a start that reads what the first loop computes.
 
-Forward only: the expert's online loop uses exp2 and its own guard name; splitting it back
-(the backward) is not written yet, so no walk gives this pass a skill (docs/REWRITES.md).
+Backward, on an expert: a top-level loop ending `Mn = tl.maximum(M, tl.max(E, ...))`, a reference
+`R = g(Mn)` (the guard, times log2(e) for exp2), `S = S * EXP(<M and R>) + tl.sum(EXP(<R, not M>),
+...)` and `M = Mn` (the softmax expert's online kernel) becomes the running maximum's walk, then
+the same walk computing R from the final M and adding the sum (the rescale dropped: against the
+final maximum there is nothing to rescale). Skipped, with the reason: a rescale or terms that read
+other values, a reference that reads more than Mn, Mn or R read after the walk, stores. The
+analysis of both directions is online_softmax_analysis.py.
 """
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass
 from typing import Any, cast
 
 import libcst as cst
 
-from klineage.rewrite.base import (
-    ForwardOnly,
-    RewriteResult,
-    Site,
-    dotted,
-    is_triton_jit,
-    names_under,
-    parse,
-    positions,
+from klineage.rewrite.base import RewritePass, RewriteResult, Site, names_under, parse
+from klineage.rewrite.passes.online_softmax_analysis import (
+    Online,
+    Pair,
+    _args,
+    _one,
+    _simple,
+    analyse,
+    analyse_online,
 )
-from klineage.rewrite.passes.rows_per_program import code, walk
+from klineage.rewrite.passes.rows_per_program import code
 from klineage.rewrite.passes.tile_rewrite import fresh, tl_alias
 from klineage.rewrite.registry import register
-
-
-@dataclass
-class Pair:
-    """Two walks of one kernel that one online walk can replace."""
-
-    kernel: str
-    kdef: cst.FunctionDef
-    first: cst.For  # ends with the maximum
-    second: cst.For  # ends with the sum of exponentials
-    peak: str  # M
-    total: str  # S
-    arg: cst.BaseExpression  # E
-    max_args: list[cst.Arg]  # tl.max's arguments after E
-    sum_args: list[cst.Arg]  # tl.sum's arguments after the exponential
-    start: cst.SimpleStatementLine | None  # S's start between the loops (moved before them)
-    line: int
-
-
-def _tail(call: cst.BaseExpression, name: str) -> cst.Call | None:
-    """The call if it is tl.<name>(...) (any module alias), else None."""
-    callee = dotted(call.func) if isinstance(call, cst.Call) else ""
-    return call if "." in callee and callee.split(".")[-1] == name else None  # type: ignore[return-value]
-
-
-def _simple(block: cst.BaseSuite) -> list[cst.SimpleStatementLine] | None:
-    if not isinstance(block, cst.IndentedBlock):
-        return None
-    body = list(block.body)
-    if not body or not all(isinstance(s, cst.SimpleStatementLine) for s in body):
-        return None
-    return body  # type: ignore[return-value]
-
-
-def _one(stmt: cst.SimpleStatementLine) -> cst.BaseSmallStatement | None:
-    return stmt.body[0] if len(stmt.body) == 1 else None
-
-
-def _maximum(stmt: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression, list[cst.Arg]] | None:
-    """`M = tl.maximum(M, tl.max(E, *rest))` -> (M, E, rest)."""
-    s = _one(stmt)
-    if not (isinstance(s, cst.Assign) and len(s.targets) == 1):
-        return None
-    target = s.targets[0].target
-    outer = _tail(s.value, "maximum")
-    if not isinstance(target, cst.Name) or outer is None or len(outer.args) != 2:
-        return None
-    first, second = outer.args
-    inner = _tail(second.value, "max")
-    if first.keyword or second.keyword or code(first.value) != target.value or inner is None:
-        return None
-    if not inner.args or inner.args[0].keyword:
-        return None
-    return target.value, inner.args[0].value, list(inner.args[1:])
-
-
-def _sum_exp(
-    stmt: cst.SimpleStatementLine, peak: str
-) -> tuple[str, cst.BaseExpression, list[cst.Arg]] | None:
-    """`S += tl.sum(tl.exp(E - M), *rest)` -> (S, E, rest)."""
-    s = _one(stmt)
-    if not (isinstance(s, cst.AugAssign) and isinstance(s.operator, cst.AddAssign)):
-        return None
-    if not isinstance(s.target, cst.Name):
-        return None
-    total = _tail(s.value, "sum")
-    if total is None or not total.args or total.args[0].keyword:
-        return None
-    exp = _tail(total.args[0].value, "exp")
-    if exp is None or len(exp.args) != 1 or exp.args[0].keyword:
-        return None
-    diff = exp.args[0].value
-    if not (
-        isinstance(diff, cst.BinaryOperation)
-        and isinstance(diff.operator, cst.Subtract)
-        and code(diff.right) == peak
-    ):
-        return None
-    return s.target.value, diff.left, list(total.args[1:])
-
-
-def _header(loop: cst.For) -> str:
-    return f"{code(loop.target)} in {code(loop.iter)}"
-
-
-def _args(args: list[cst.Arg]) -> str:
-    return ", ".join(code(a).rstrip(", ") for a in args)
-
-
-def _calls(stmts: list[cst.SimpleStatementLine], *tails: str) -> bool:
-    return any(
-        isinstance(n, cst.Call) and dotted(n.func).split(".")[-1].startswith(tails)
-        for s in stmts
-        for n in walk(s)
-    )
-
-
-def _assigned(stmt: cst.BaseStatement) -> set[str]:
-    out: set[str] = set()
-    for n in walk(stmt):
-        if isinstance(n, cst.AssignTarget | cst.AugAssign | cst.AnnAssign):
-            t = n.target
-            out |= set(names_under(t))
-        elif isinstance(n, cst.For):
-            out |= set(names_under(n.target))
-    return out
-
-
-def _pair(kernel: str, kdef: cst.FunctionDef, i: int, j: int) -> Pair | str:
-    """The pair of top-level loops i < j of kdef's body, or why not."""
-    body = list(kdef.body.body)
-    first, second = body[i], body[j]
-    assert isinstance(first, cst.For) and isinstance(second, cst.For)
-    if _header(first) != _header(second) or first.orelse or second.orelse:
-        return "the two walks' loops differ"
-    one, two = _simple(first.body), _simple(second.body)
-    if one is None or two is None:
-        return "a walk's body holds compound statements"
-    if [code(s) for s in one[:-1]] != [code(s) for s in two[:-1]]:
-        return "the two walks' bodies differ before their last statements"
-    found = _maximum(one[-1])
-    if found is None:
-        return "the first walk does not end `M = tl.maximum(M, tl.max(E, ...))`"
-    peak, arg, max_args = found
-    summed = _sum_exp(two[-1], peak)
-    if summed is None:
-        return f"the second walk does not end `S += tl.sum(tl.exp(E - {peak}), ...)`"
-    total, arg2, sum_args = summed
-    if code(arg2) != code(arg) or _args(sum_args) != _args(max_args):
-        return "the sum's exponent or its reduction is not the maximum's"
-    if _calls(one, "store", "atomic"):
-        return "a walk stores"
-    used = {n for s in one[:-1] for n in names_under(s)}
-    if peak in used or total in used or total == peak:
-        return f"a walk reads {peak} or {total} before its last statement"
-    if total in names_under(first):
-        return f"the first walk reads {total}"
-    start: cst.SimpleStatementLine | None = None
-    loop_names = _assigned(first) | {peak}
-    for stmt in body[i + 1 : j]:
-        s = _one(stmt) if isinstance(stmt, cst.SimpleStatementLine) else None
-        if not (
-            isinstance(s, cst.Assign)
-            and len(s.targets) == 1
-            and code(s.targets[0].target) == total
-            and start is None
-        ):
-            return f"statements between the two walks other than {total}'s start"
-        if set(names_under(s.value)) & loop_names:
-            return f"{total}'s start reads what the first walk computes"
-        start = stmt  # type: ignore[assignment]
-    return Pair(kernel, kdef, first, second, peak, total, arg, max_args, sum_args, start, 0)
-
-
-def analyse(source: str) -> list[Pair | tuple[str, str]]:
-    """Each kernel's first pair of walks (a Pair), or (kernel, why not) for a kernel with two
-    top-level loops of the same header and no pair."""
-    module = parse(source)
-    _, pos = positions(module)
-    out: list[Pair | tuple[str, str]] = []
-    for kdef in module.body:
-        if not (
-            isinstance(kdef, cst.FunctionDef) and any(is_triton_jit(d) for d in kdef.decorators)
-        ):
-            continue
-        body = list(kdef.body.body)
-        loops = [k for k, s in enumerate(body) if isinstance(s, cst.For)]
-        why = ""
-        for a, b in itertools.pairwise(loops):
-            if _header(body[a]) != _header(body[b]):  # type: ignore[arg-type]
-                continue
-            got = _pair(kdef.name.value, kdef, a, b)
-            if isinstance(got, Pair):
-                got.line = pos[body[a]].start.line
-                out.append(got)
-                why = ""
-                break
-            why = why or got
-        if why:
-            out.append((kdef.name.value, why))
-    return out
 
 
 def rewrite(source: str, pair: Pair) -> str:
@@ -275,8 +97,42 @@ def rewrite(source: str, pair: Pair) -> str:
     return module.deep_replace(pair.kdef, kdef).code  # type: ignore[union-attr]
 
 
+def split(source: str, o: Online) -> str:
+    """The online walk as two: the running maximum, then the sum against the final maximum
+    (its reference computed from it, the rescale dropped)."""
+    module = parse(source)
+    stmts = _simple(o.loop.body)
+    assert stmts is not None
+    prefix, (s_max, s_ref, s_sum, _) = stmts[:-4], stmts[-4:]
+    m_assign = _one(s_max)
+    assert isinstance(m_assign, cst.Assign)
+    new = code(m_assign.targets[0].target)
+    first_last = s_max.with_changes(
+        body=[m_assign.with_changes(targets=[cst.AssignTarget(cst.Name(o.peak))])]
+    )
+
+    class Rename(cst.CSTTransformer):
+        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+            return updated.with_changes(value=o.peak) if updated.value == new else updated
+
+    ref_line = cast(cst.SimpleStatementLine, s_ref.visit(Rename()))
+    sum_assign = _one(s_sum)
+    assert isinstance(sum_assign, cst.Assign) and isinstance(sum_assign.value, cst.BinaryOperation)
+    sum_line = cst.parse_statement(f"{o.total} += {code(sum_assign.value.right)}")
+    first = o.loop.with_changes(body=o.loop.body.with_changes(body=[*prefix, first_last]))
+    second = o.loop.with_changes(
+        body=o.loop.body.with_changes(body=[*prefix, ref_line, sum_line]),
+        leading_lines=[cst.EmptyLine(indent=False)],
+    )
+    out: list[cst.BaseStatement] = []
+    for stmt in o.kdef.body.body:
+        out.extend([first, second] if stmt is o.loop else [cast(cst.BaseStatement, stmt)])
+    kdef = o.kdef.with_changes(body=o.kdef.body.with_changes(body=out))
+    return module.deep_replace(o.kdef, kdef).code  # type: ignore[union-attr]
+
+
 @register
-class OnlineSoftmax(ForwardOnly):
+class OnlineSoftmax(RewritePass):
     NAME = "online_softmax"
     DESCRIPTION = (
         "Merge a walk for the maximum and a walk for the sum of exp(x - maximum) into one online "
@@ -287,7 +143,48 @@ class OnlineSoftmax(ForwardOnly):
     CATEGORY = "memory"
     STRUCTURAL = True
     ANCHOR = "two walks of one kernel: a running maximum, then a running sum of exp(x - maximum)"
-    NO_BACKWARD = "the expert's online loop is not split back yet"
+
+    def backward_sites(self, source: str) -> list[Site]:
+        def run() -> list[Site]:
+            found = [x for x in analyse_online(source) if isinstance(x, Online)]
+            return [
+                self.site(
+                    "backward",
+                    k,
+                    o.line,
+                    o.kernel,
+                    f"{o.kernel}: an online walk carrying the maximum {o.peak} and the "
+                    f"rescaled sum {o.total}",
+                    kernel=o.kernel,
+                    peak=o.peak,
+                    total=o.total,
+                )
+                for k, o in enumerate(found)
+            ]
+
+        return self.safe_sites(run)
+
+    def simplify(self, source: str, site: Site) -> RewriteResult:
+        def run() -> RewriteResult:
+            found = [x for x in analyse_online(source) if isinstance(x, Online)]
+            o = next(
+                (
+                    x
+                    for x in found
+                    if x.kernel == site.params.get("kernel") and x.peak == site.params.get("peak")
+                ),
+                None,
+            )
+            if o is None:
+                return RewriteResult.skip(f"no online walk in {site.params.get('kernel')}", site)
+            return RewriteResult(
+                True,
+                f"{o.kernel}: the online walk split into a walk for {o.peak} and one for {o.total}",
+                split(source, o),
+                site,
+            )
+
+        return self.safe(run)
 
     def forward_sites(self, source: str) -> list[Site]:
         def run() -> list[Site]:
