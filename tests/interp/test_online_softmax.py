@@ -58,12 +58,14 @@ def test_the_guard_is_what_keeps_a_leading_minus_inf_block_finite(tmp_path: Path
     assert out[1:3].isnan().all() and not out[[0, 3]].isnan().any()
 
 
-@pytest.mark.parametrize("shape", ["naive", "column_tiled"])
-def test_the_gate_accepts_the_merged_column_softmax(shape: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("before", [(), ("column_tiling",), ("column_tiling", "exp2_log2e")])
+def test_the_gate_accepts_the_merged_column_softmax(
+    before: tuple[str, ...], tmp_path: Path
+) -> None:
     problem = ROOT / "src" / "klineage" / "heldout" / "column_softmax"
     source = (problem / "naive.py").read_text()
-    if shape == "column_tiled":
-        source = mechanical(source, "column_tiling").source or ""
+    for step in before:
+        source = mechanical(source, step).source or ""
     merged = mechanical(source, "online_softmax")
     assert merged.source is not None, merged.reason
     candidate = tmp_path / "candidate.py"

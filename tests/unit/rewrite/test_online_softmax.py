@@ -261,3 +261,25 @@ def test_backward_skips_say_why(old: str, new: str, why: str) -> None:
     assert PASS.backward_sites(src) == []
     reasons = [x[1] for x in analyse_online(src) if isinstance(x, tuple)]
     assert any(why in r for r in reasons), reasons
+
+
+def test_the_exp2_form_exp2_log2e_writes_is_merged_too() -> None:
+    """After column_tiling and exp2_log2e (the order klineage's search kept them in on the
+    column softmax): `tl.exp2(E * C - M * C)`, the rescale in the same form."""
+    from klineage.optimize.materialize import mechanical
+
+    src = (HELDOUT / "column_softmax" / "naive.py").read_text()
+    for step in ("column_tiling", "exp2_log2e"):
+        src = mechanical(src, step).source or ""
+    out = rewritten(src)
+    c = "1.4426950408889634"
+    assert (
+        f"denom = denom * tl.exp2(peak * {c} - peak_ref * {c}) + "
+        f"tl.sum(tl.exp2(a.to(tl.float32) * {c} - peak_ref * {c}), axis=0, keep_dims=True)"
+    ) in out
+    uneven = src.replace(
+        f"tl.exp2(a.to(tl.float32) * {c} - peak * {c}), axis=0",
+        f"tl.exp2(a.to(tl.float32) * {c} - peak * 2.0), axis=0",
+        1,
+    )
+    assert uneven != src and PASS.forward_sites(uneven) == []

@@ -10,9 +10,10 @@ the running sum d rescaled whenever a block raises the maximum:
 so x is read twice in all (this walk, then the write) instead of three times. Found by
 structure, not by names: two top-level loops of one kernel with the same header whose bodies
 are the same simple statements except the last one, the first ending `M = tl.maximum(M,
-tl.max(E, ...))` and the second `S += tl.sum(tl.exp(E - M), ...)` with the same E and the same
-reduction arguments (an axis, keep_dims: a row walk's scalar and a column tile's [1, BLOCK_N]
-alike). The two loops become one, ending
+tl.max(E, ...))` and the second `S += tl.sum(tl.exp(E - M), ...)` (or exp2_log2e's
+`tl.exp2(E * C - M * C)`, merged in that form) with the same E and the same reduction
+arguments (an axis, keep_dims: a row walk's scalar and a column tile's [1, BLOCK_N] alike).
+The two loops become one, ending
 
     M_new = tl.maximum(M, tl.max(E, ...))
     M_ref = tl.where(M_new == float("-inf"), 0.0, M_new)
@@ -73,10 +74,13 @@ def rewrite(source: str, pair: Pair) -> str:
     m, s, e = pair.peak, pair.total, code(pair.arg)
     mx = _args([cst.Arg(pair.arg), *pair.max_args])
     rest = _args(pair.sum_args)
+    c = f" * {pair.scale}" if pair.scale else ""
+    fn = "exp2" if pair.scale else "exp"
+    tail = f", {rest}" if rest else ""
     lines = [
         f"{new} = {tl}.maximum({m}, {tl}.max({mx}))",
         f'{ref} = {tl}.where({new} == float("-inf"), 0.0, {new})',
-        f"{s} = {s} * {tl}.exp({m} - {ref}) + {tl}.sum({tl}.exp({e} - {ref}){', ' + rest if rest else ''})",
+        f"{s} = {s} * {tl}.{fn}({m}{c} - {ref}{c}) + {tl}.sum({tl}.{fn}({e}{c} - {ref}{c}){tail})",
         f"{m} = {new}",
     ]
     body = _simple(pair.first.body)

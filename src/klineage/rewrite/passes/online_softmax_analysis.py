@@ -28,6 +28,7 @@ class Pair:
     max_args: list[cst.Arg]  # tl.max's arguments after E
     sum_args: list[cst.Arg]  # tl.sum's arguments after the exponential
     start: cst.SimpleStatementLine | None  # S's start between the loops (moved before them)
+    scale: str  # C of the exp2 form tl.exp2(E * C - M * C), "" for tl.exp(E - M)
     line: int
 
 
@@ -70,8 +71,9 @@ def _maximum(stmt: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression, li
 
 def _sum_exp(
     stmt: cst.SimpleStatementLine, peak: str
-) -> tuple[str, cst.BaseExpression, list[cst.Arg]] | None:
-    """`S += tl.sum(tl.exp(E - M), *rest)` -> (S, E, rest)."""
+) -> tuple[str, cst.BaseExpression, list[cst.Arg], str] | None:
+    """`S += tl.sum(tl.exp(E - M), *rest)` -> (S, E, rest, ""); the exp2 form exp2_log2e writes,
+    `S += tl.sum(tl.exp2(E * C - M * C), *rest)`, -> (S, E, rest, C)."""
     s = _one(stmt)
     if not (isinstance(s, cst.AugAssign) and isinstance(s.operator, cst.AddAssign)):
         return None
@@ -80,17 +82,30 @@ def _sum_exp(
     total = _tail(s.value, "sum")
     if total is None or not total.args or total.args[0].keyword:
         return None
-    exp = _tail(total.args[0].value, "exp")
-    if exp is None or len(exp.args) != 1 or exp.args[0].keyword:
+    term = total.args[0].value
+    exp, exp2 = _tail(term, "exp"), _tail(term, "exp2")
+    call = exp or exp2
+    if call is None or len(call.args) != 1 or call.args[0].keyword:
         return None
-    diff = exp.args[0].value
+    diff = call.args[0].value
+    if not (isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)):
+        return None
+    rest = list(total.args[1:])
+    if exp is not None:
+        return (s.target.value, diff.left, rest, "") if code(diff.right) == peak else None
+    left, right = diff.left, diff.right
     if not (
-        isinstance(diff, cst.BinaryOperation)
-        and isinstance(diff.operator, cst.Subtract)
-        and code(diff.right) == peak
+        isinstance(left, cst.BinaryOperation)
+        and isinstance(left.operator, cst.Multiply)
+        and isinstance(right, cst.BinaryOperation)
+        and isinstance(right.operator, cst.Multiply)
+        and code(right.left) == peak
+        and code(left.right) == code(right.right)
+        and isinstance(left.right, cst.Float | cst.Integer | cst.Name)
+        and code(left.right) != peak
     ):
         return None
-    return s.target.value, diff.left, list(total.args[1:])
+    return s.target.value, left.left, rest, code(left.right)
 
 
 def _header(loop: cst.For) -> str:
@@ -138,8 +153,11 @@ def _pair(kernel: str, kdef: cst.FunctionDef, i: int, j: int) -> Pair | str:
     peak, arg, max_args = found
     summed = _sum_exp(two[-1], peak)
     if summed is None:
-        return f"the second walk does not end `S += tl.sum(tl.exp(E - {peak}), ...)`"
-    total, arg2, sum_args = summed
+        return (
+            f"the second walk does not end `S += tl.sum(tl.exp(E - {peak}), ...)` "
+            f"(or tl.exp2(E * C - {peak} * C))"
+        )
+    total, arg2, sum_args, scale = summed
     if code(arg2) != code(arg) or _args(sum_args) != _args(max_args):
         return "the sum's exponent or its reduction is not the maximum's"
     if _calls(one, "store", "atomic"):
@@ -163,7 +181,7 @@ def _pair(kernel: str, kdef: cst.FunctionDef, i: int, j: int) -> Pair | str:
         if set(names_under(s.value)) & loop_names:
             return f"{total}'s start reads what the first walk computes"
         start = stmt  # type: ignore[assignment]
-    return Pair(kernel, kdef, first, second, peak, total, arg, max_args, sum_args, start, 0)
+    return Pair(kernel, kdef, first, second, peak, total, arg, max_args, sum_args, start, scale, 0)
 
 
 def analyse(source: str) -> list[Pair | tuple[str, str]]:
