@@ -44,6 +44,7 @@ analysis of both directions is online_softmax_analysis.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import libcst as cst
@@ -148,25 +149,29 @@ class OnlineSoftmax(RewritePass):
     STRUCTURAL = True
     ANCHOR = "two walks of one kernel: a running maximum, then a running sum of exp(x - maximum)"
 
-    def backward_sites(self, source: str) -> list[Site]:
-        def run() -> list[Site]:
-            found = [x for x in analyse_online(source) if isinstance(x, Online)]
-            return [
-                self.site(
-                    "backward",
-                    k,
-                    o.line,
-                    o.kernel,
-                    f"{o.kernel}: an online walk carrying the maximum {o.peak} and the "
-                    f"rescaled sum {o.total}",
-                    kernel=o.kernel,
-                    peak=o.peak,
-                    total=o.total,
-                )
-                for k, o in enumerate(found)
-            ]
+    def _sites(self, direction: str, found: Sequence[Pair | Online], what: str) -> list[Site]:
+        return [
+            self.site(
+                direction,
+                k,
+                x.line,
+                x.kernel,
+                f"{x.kernel}: {what.format(peak=x.peak, total=x.total)}",
+                kernel=x.kernel,
+                peak=x.peak,
+                total=x.total,
+            )
+            for k, x in enumerate(found)
+        ]
 
-        return self.safe_sites(run)
+    def backward_sites(self, source: str) -> list[Site]:
+        return self.safe_sites(
+            lambda: self._sites(
+                "backward",
+                [x for x in analyse_online(source) if isinstance(x, Online)],
+                "an online walk carrying the maximum {peak} and the rescaled sum {total}",
+            )
+        )
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
         def run() -> RewriteResult:
@@ -191,25 +196,13 @@ class OnlineSoftmax(RewritePass):
         return self.safe(run)
 
     def forward_sites(self, source: str) -> list[Site]:
-        def run() -> list[Site]:
-            out: list[Site] = []
-            for k, p in enumerate(x for x in analyse(source) if isinstance(x, Pair)):
-                out.append(
-                    self.site(
-                        "forward",
-                        k,
-                        p.line,
-                        p.kernel,
-                        f"{p.kernel}: a walk for the maximum {p.peak}, then one for the sum "
-                        f"{p.total} of exp(... - {p.peak})",
-                        kernel=p.kernel,
-                        peak=p.peak,
-                        total=p.total,
-                    )
-                )
-            return out
-
-        return self.safe_sites(run)
+        return self.safe_sites(
+            lambda: self._sites(
+                "forward",
+                [x for x in analyse(source) if isinstance(x, Pair)],
+                "a walk for the maximum {peak}, then one for the sum {total} of exp(... - {peak})",
+            )
+        )
 
     def why_not(self, source: str) -> list[str]:
         """Why each kernel with two walks of one header is not a site ("" for a site)."""

@@ -184,17 +184,22 @@ def _pair(kernel: str, kdef: cst.FunctionDef, i: int, j: int) -> Pair | str:
     return Pair(kernel, kdef, first, second, peak, total, arg, max_args, sum_args, start, scale, 0)
 
 
+def _kernels(module: cst.Module) -> list[cst.FunctionDef]:
+    """The module's @triton.jit functions."""
+    return [
+        k
+        for k in module.body
+        if isinstance(k, cst.FunctionDef) and any(is_triton_jit(d) for d in k.decorators)
+    ]
+
+
 def analyse(source: str) -> list[Pair | tuple[str, str]]:
     """Each kernel's first pair of walks (a Pair), or (kernel, why not) for a kernel with two
     top-level loops of the same header and no pair."""
     module = parse(source)
     _, pos = positions(module)
     out: list[Pair | tuple[str, str]] = []
-    for kdef in module.body:
-        if not (
-            isinstance(kdef, cst.FunctionDef) and any(is_triton_jit(d) for d in kdef.decorators)
-        ):
-            continue
+    for kdef in _kernels(module):
         body = list(kdef.body.body)
         loops = [k for k, s in enumerate(body) if isinstance(s, cst.For)]
         why = ""
@@ -318,11 +323,7 @@ def analyse_online(source: str) -> list[Online | tuple[str, str]]:
     module = parse(source)
     _, pos = positions(module)
     out: list[Online | tuple[str, str]] = []
-    for kdef in module.body:
-        if not (
-            isinstance(kdef, cst.FunctionDef) and any(is_triton_jit(d) for d in kdef.decorators)
-        ):
-            continue
+    for kdef in _kernels(module):
         for k, stmt in enumerate(kdef.body.body):
             if not isinstance(stmt, cst.For) or not any(
                 _tail(n, "maximum") is not None for n in walk(stmt.body)
