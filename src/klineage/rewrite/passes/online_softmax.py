@@ -44,7 +44,7 @@ analysis of both directions is online_softmax_analysis.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import libcst as cst
@@ -173,27 +173,37 @@ class OnlineSoftmax(RewritePass):
             )
         )
 
-    def simplify(self, source: str, site: Site) -> RewriteResult:
-        def run() -> RewriteResult:
-            found = [x for x in analyse_online(source) if isinstance(x, Online)]
-            o = next(
-                (
-                    x
-                    for x in found
-                    if x.kernel == site.params.get("kernel") and x.peak == site.params.get("peak")
-                ),
-                None,
-            )
-            if o is None:
-                return RewriteResult.skip(f"no online walk in {site.params.get('kernel')}", site)
-            return RewriteResult(
-                True,
-                f"{o.kernel}: the online walk split into a walk for {o.peak} and one for {o.total}",
-                split(source, o),
-                site,
-            )
+    def _at(
+        self,
+        site: Site,
+        found: Sequence[Pair | Online],
+        make: Callable[[Any], str],
+        what: str,
+    ) -> RewriteResult:
+        """The rewrite make(x) of the analysed x at the site's kernel and peak, or the skip."""
+        x = next(
+            (
+                x
+                for x in found
+                if x.kernel == site.params.get("kernel") and x.peak == site.params.get("peak")
+            ),
+            None,
+        )
+        if x is None:
+            return RewriteResult.skip(f"no such walk in {site.params.get('kernel')}", site)
+        return RewriteResult(
+            True, f"{x.kernel}: {what.format(peak=x.peak, total=x.total)}", make(x), site
+        )
 
-        return self.safe(run)
+    def simplify(self, source: str, site: Site) -> RewriteResult:
+        return self.safe(
+            lambda: self._at(
+                site,
+                [x for x in analyse_online(source) if isinstance(x, Online)],
+                lambda o: split(source, o),
+                "the online walk split into a walk for {peak} and one for {total}",
+            )
+        )
 
     def forward_sites(self, source: str) -> list[Site]:
         return self.safe_sites(
@@ -214,16 +224,11 @@ class OnlineSoftmax(RewritePass):
         return result if isinstance(result, list) else [result.reason]
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
-        def run() -> RewriteResult:
-            found = [x for x in analyse(source) if isinstance(x, Pair)]
-            pair = next((x for x in found if x.kernel == site.params.get("kernel")), None)
-            if pair is None:
-                return RewriteResult.skip(f"no pair of walks in {site.params.get('kernel')}", site)
-            return RewriteResult(
-                True,
-                f"{pair.kernel}: the walks for {pair.peak} and {pair.total} merged into one online walk",
-                rewrite(source, pair),
+        return self.safe(
+            lambda: self._at(
                 site,
+                [x for x in analyse(source) if isinstance(x, Pair)],
+                lambda pair: rewrite(source, pair),
+                "the walks for {peak} and {total} merged into one online walk",
             )
-
-        return self.safe(run)
+        )
