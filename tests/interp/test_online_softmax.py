@@ -4,7 +4,10 @@ CPU gate accepts the held-out column softmax with its walks merged (naive and co
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,17 +25,6 @@ pytestmark = pytest.mark.interpreter
 GUARD = 'hi_ref = tl.where(hi_new == float("-inf"), 0.0, hi_new)'
 
 
-def _launch(source: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.launch
-
-
 def _rows() -> torch.Tensor:
     g = torch.Generator().manual_seed(0)
     x = 4.0 * torch.randn(4, 70, generator=g)  # 70 = 4 blocks of 16 and a partial one
@@ -42,11 +34,40 @@ def _rows() -> torch.Tensor:
     return x
 
 
+# The kernels run in a child with TRITON_INTERPRET=1 (set before triton is imported; this
+# process may have imported it without), on _rows(), their outputs printed as JSON.
+RUN = """
+import importlib.util, json, math, sys
+import torch
+spec = importlib.util.spec_from_file_location("k", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+x = torch.load(sys.argv[2])
+print(json.dumps([None if math.isnan(v) else v for v in m.launch(x).tolist()]))
+"""
+
+
+def _run(source: str, tmp_path: Path, name: str) -> torch.Tensor:
+    path, rows = tmp_path / f"{name}.py", tmp_path / "rows.pt"
+    path.write_text(source, encoding="utf-8")
+    torch.save(_rows(), rows)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(path), str(rows)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    values = json.loads(done.stdout.strip().splitlines()[-1])
+    return torch.tensor([math.nan if v is None else v for v in values])
+
+
 def test_the_merged_walk_computes_log_sum_exp(tmp_path: Path) -> None:
     x = _rows()
     want = torch.logsumexp(x, dim=1)
-    before = _launch(ROW_LSE, tmp_path, "lse_two_walks")(x)
-    after = _launch(ROW_LSE_AFTER, tmp_path, "lse_online")(x)
+    before = _run(ROW_LSE, tmp_path, "lse_two_walks")
+    after = _run(ROW_LSE_AFTER, tmp_path, "lse_online")
     torch.testing.assert_close(before, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(after, want, rtol=1e-5, atol=1e-5)
 
@@ -54,7 +75,7 @@ def test_the_merged_walk_computes_log_sum_exp(tmp_path: Path) -> None:
 def test_the_guard_is_what_keeps_a_leading_minus_inf_block_finite(tmp_path: Path) -> None:
     assert GUARD in ROW_LSE_AFTER
     unguarded = ROW_LSE_AFTER.replace(GUARD, "hi_ref = hi_new")
-    out = _launch(unguarded, tmp_path, "lse_unguarded")(_rows())
+    out = _run(unguarded, tmp_path, "lse_unguarded")
     assert out[1:3].isnan().all() and not out[[0, 3]].isnan().any()
 
 
@@ -89,5 +110,5 @@ def test_the_walks_split_back_compute_log_sum_exp(tmp_path: Path) -> None:
     split = PASS.simplify(ROW_LSE_AFTER, site).source
     assert split is not None
     x = _rows()
-    out = _launch(split, tmp_path, "lse_split_back")(x)
+    out = _run(split, tmp_path, "lse_split_back")
     torch.testing.assert_close(out, torch.logsumexp(x, dim=1), rtol=1e-5, atol=1e-5)
