@@ -82,6 +82,10 @@ def _line_in(path: str, exc: BaseException) -> tuple[int | None, str | None]:
 
 # -- the session ----------------------------------------------------------------------------------
 
+KEEP_INPUT_BYTES = 2 << 30
+"""Bytes of case inputs a harness keeps in memory (Harness.read_inputs): a regime's cases of the
+reverse cumsum (5 x 168 MB) stay while every autotune config runs them."""
+
 
 class Harness:
     def __init__(self, reply_fd: int) -> None:
@@ -96,6 +100,11 @@ class Harness:
         self.timers: dict[str, Any] = {}
         self.input_sets: dict[str, list[Any]] = {}  # regime -> devtime input sets
         self.monitors: tuple[Any, Any] | None = None
+        # Case inputs read from disk, by (path, mtime, size), least recently used dropped first
+        # past KEEP_INPUT_BYTES: the gate runs a regime's cases under each autotune config in
+        # turn, so each file was read once per config (a 7-config table on the reverse cumsum:
+        # 168 calls of 61-84M elements). Only copies are handed out (read_inputs).
+        self.read: dict[tuple[str, int, int], list[Any]] = {}
 
     def send(self, obj: dict[str, Any]) -> None:
         self.reply.write(json.dumps(obj, default=str) + "\n")
@@ -192,11 +201,37 @@ class Harness:
             self.models[regime] = m.to(self.device).eval()
         return self.models[regime]
 
+    def read_inputs(self, path: str) -> list[Any]:
+        """A case's inputs as stored (on the CPU), read from disk once while they are kept."""
+        import torch
+
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+        if key in self.read:
+            self.read[key] = self.read.pop(key)  # now the most recently used
+            return self.read[key]
+        values = list(torch.load(path, weights_only=True)["inputs"])
+
+        def size(vs: list[Any]) -> int:
+            return sum(v.numel() * v.element_size() for v in vs if isinstance(v, torch.Tensor))
+
+        held = size(values)
+        for old in list(self.read):  # oldest first; the new one stays even alone over the cap
+            if held + sum(size(v) for v in self.read.values()) <= KEEP_INPUT_BYTES:
+                break
+            del self.read[old]
+        self.read[key] = values
+        return values
+
     def inputs(self, cmd: dict[str, Any]) -> list[Any]:
         import torch
 
-        values = list(torch.load(cmd["inputs"], weights_only=True)["inputs"])
-        values = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+        # copy=True: the kept tensors never reach the candidate (on the CPU, .to would hand
+        # them out as they are, and a buffer case copies new contents into what it holds)
+        values = [
+            v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v
+            for v in self.read_inputs(cmd["inputs"])
+        ]
         name = cmd.get("buffer")
         if not name:
             return values
@@ -307,7 +342,7 @@ class Harness:
                     STATE.violation(f"output {k} is a {type(o).__name__}, not a plain torch.Tensor")
                     saved.append(None)
                     continue
-                saved.append(o.detach().to("cpu").clone())
+                saved.append(o.detach().to("cpu", copy=True))  # one copy, off the GPU
             elif isinstance(o, bool | int | float):
                 saved.append(o)
             else:
