@@ -74,7 +74,7 @@ def rewrite(source: str, pair: Pair) -> str:
     )
     m, s, e = pair.peak, pair.total, code(pair.arg)
     mx = _args([cst.Arg(pair.arg), *pair.max_args])
-    rest = _args(pair.sum_args)
+    rest = _args(pair.max_args)
     c = f" * {pair.scale}" if pair.scale else ""
     fn = "exp2" if pair.scale else "exp"
     tail = f", {rest}" if rest else ""

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from klineage.rewrite.base import dotted, is_triton_jit, names_under, parse, positions
-from klineage.rewrite.passes.rows_per_program import code, walk
+from klineage.rewrite.base import dotted, is_call_to, is_triton_jit, names_under, parse, positions
+from klineage.rewrite.passes.rows_per_program import bound_names, code, walk
 
 
 @dataclass
@@ -25,17 +25,15 @@ class Pair:
     peak: str  # M
     total: str  # S
     arg: cst.BaseExpression  # E
-    max_args: list[cst.Arg]  # tl.max's arguments after E
-    sum_args: list[cst.Arg]  # tl.sum's arguments after the exponential
+    max_args: list[cst.Arg]  # tl.max's arguments after E (tl.sum's are the same)
     start: cst.SimpleStatementLine | None  # S's start between the loops (moved before them)
     scale: str  # C of the exp2 form tl.exp2(E * C - M * C), "" for tl.exp(E - M)
     line: int
 
 
-def _tail(call: cst.CSTNode, name: str) -> cst.Call | None:
-    """The call if it is tl.<name>(...) (any module alias), else None."""
-    callee = dotted(call.func) if isinstance(call, cst.Call) else ""
-    return call if "." in callee and callee.split(".")[-1] == name else None  # type: ignore[return-value]
+def _tail(node: cst.CSTNode, name: str) -> cst.Call | None:
+    """The node if it is a call of tl.<name> (base.is_call_to's aliases), else None."""
+    return node if isinstance(node, cst.Call) and is_call_to(node, f"tl.{name}") else None
 
 
 def _simple(block: cst.BaseSuite) -> list[cst.SimpleStatementLine] | None:
@@ -51,22 +49,30 @@ def _one(stmt: cst.SimpleStatementLine) -> cst.BaseSmallStatement | None:
     return stmt.body[0] if len(stmt.body) == 1 else None
 
 
-def _maximum(stmt: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression, list[cst.Arg]] | None:
-    """`M = tl.maximum(M, tl.max(E, *rest))` -> (M, E, rest)."""
-    s = _one(stmt)
+def _running_max(
+    s: cst.BaseSmallStatement | None,
+) -> tuple[str, str, cst.BaseExpression, list[cst.Arg]] | None:
+    """`T = tl.maximum(M, tl.max(E, *rest))` -> (T, M, E, rest)."""
     if not (isinstance(s, cst.Assign) and len(s.targets) == 1):
         return None
-    target = s.targets[0].target
     outer = _tail(s.value, "maximum")
-    if not isinstance(target, cst.Name) or outer is None or len(outer.args) != 2:
+    if outer is None or len(outer.args) != 2 or any(a.keyword for a in outer.args):
         return None
-    first, second = outer.args
-    inner = _tail(second.value, "max")
-    if first.keyword or second.keyword or code(first.value) != target.value or inner is None:
+    inner = _tail(outer.args[1].value, "max")
+    if not isinstance(outer.args[0].value, cst.Name) or inner is None:
         return None
     if not inner.args or inner.args[0].keyword:
         return None
-    return target.value, inner.args[0].value, list(inner.args[1:])
+    target = code(s.targets[0].target)
+    return target, outer.args[0].value.value, inner.args[0].value, list(inner.args[1:])
+
+
+def _maximum(stmt: cst.SimpleStatementLine) -> tuple[str, cst.BaseExpression, list[cst.Arg]] | None:
+    """`M = tl.maximum(M, tl.max(E, *rest))` -> (M, E, rest)."""
+    found = _running_max(_one(stmt))
+    if found is None or found[0] != found[1]:
+        return None
+    return found[1], found[2], found[3]
 
 
 def _sum_exp(
@@ -124,17 +130,6 @@ def _calls(stmts: list[cst.SimpleStatementLine], *tails: str) -> bool:
     )
 
 
-def _assigned(stmt: cst.CSTNode) -> set[str]:
-    out: set[str] = set()
-    for n in walk(stmt):
-        if isinstance(n, cst.AssignTarget | cst.AugAssign | cst.AnnAssign):
-            t = n.target
-            out |= set(names_under(t))
-        elif isinstance(n, cst.For):
-            out |= set(names_under(n.target))
-    return out
-
-
 def _pair(kernel: str, kdef: cst.FunctionDef, i: int, j: int) -> Pair | str:
     """The pair of top-level loops i < j of kdef's body, or why not."""
     body = list(kdef.body.body)
@@ -168,7 +163,7 @@ def _pair(kernel: str, kdef: cst.FunctionDef, i: int, j: int) -> Pair | str:
     if total in names_under(first):
         return f"the first walk reads {total}"
     start: cst.SimpleStatementLine | None = None
-    loop_names = _assigned(first) | {peak}
+    loop_names = bound_names(first) | {peak}
     for stmt in body[i + 1 : j]:
         s = _one(stmt) if isinstance(stmt, cst.SimpleStatementLine) else None
         if not (
@@ -181,7 +176,7 @@ def _pair(kernel: str, kdef: cst.FunctionDef, i: int, j: int) -> Pair | str:
         if set(names_under(s.value)) & loop_names:
             return f"{total}'s start reads what the first walk computes"
         start = stmt  # type: ignore[assignment]
-    return Pair(kernel, kdef, first, second, peak, total, arg, max_args, sum_args, start, scale, 0)
+    return Pair(kernel, kdef, first, second, peak, total, arg, max_args, start, scale, 0)
 
 
 def _kernels(module: cst.Module) -> list[cst.FunctionDef]:
@@ -241,24 +236,10 @@ def _online(kernel: str, kdef: cst.FunctionDef, k: int) -> Online | str:
     if stmts is None or len(stmts) < 4 or loop.orelse:
         return "not an online walk (simple statements ending in four)"
     s_max, s_ref, s_sum, s_set = (_one(x) for x in stmts[-4:])
-    if not (isinstance(s_max, cst.Assign) and len(s_max.targets) == 1):
-        return "no running maximum"
-    new = code(s_max.targets[0].target)
-    outer = _tail(s_max.value, "maximum")
-    inner = (
-        _tail(outer.args[1].value, "max") if outer is not None and len(outer.args) == 2 else None
-    )
-    if (
-        outer is None
-        or inner is None
-        or any(a.keyword for a in outer.args)
-        or not isinstance(outer.args[0].value, cst.Name)
-        or not inner.args
-        or inner.args[0].keyword
-    ):
+    found = _running_max(s_max)
+    if found is None:
         return "no running maximum `Mn = tl.maximum(M, tl.max(E, ...))`"
-    max_args = list(inner.args[1:])
-    peak = code(outer.args[0].value)
+    new, peak, _, max_args = found
     if not (
         isinstance(s_set, cst.Assign)
         and len(s_set.targets) == 1
@@ -271,7 +252,7 @@ def _online(kernel: str, kdef: cst.FunctionDef, k: int) -> Online | str:
         return "no reference computed from the new maximum"
     ref = code(s_ref.targets[0].target)
     prefix = stmts[:-4]
-    prefix_names = {n for x in prefix for n in _assigned(x)}
+    prefix_names = {n for x in prefix for n in bound_names(x)}
     if new not in names_under(s_ref.value) or set(names_under(s_ref.value)) & (
         prefix_names | {peak, ref}
     ):
@@ -313,7 +294,7 @@ def _online(kernel: str, kdef: cst.FunctionDef, k: int) -> Online | str:
 
 def _globals(kdef: cst.FunctionDef) -> set[str]:
     """Names a kernel reads that it does not bind (module constants such as _LOG2E, tl)."""
-    bound = _assigned(kdef) | {p.name.value for p in kdef.params.params}
+    bound = bound_names(kdef) | {p.name.value for p in kdef.params.params}
     return {n for n in names_under(kdef.body) if n not in bound}
 
 
