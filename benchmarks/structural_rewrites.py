@@ -5,8 +5,9 @@ one file DIR/<problem>__<pass>.py per rewrite (benchmarks/structural_h200.sh gat
 
 A PASS may be a chain `first+second` (each at its first site of the kernel the one before it
 made, as the optimize loop's composite proposals are): DIR/<problem>__first_then_second.py.
-A step may carry one integer parameter, `split_k@split=1024` (DIR/<problem>__split_k_split1024.py),
-for a side-by-side sweep of a structural value (the split count, rows per program).
+A step may carry integer parameters, `split_k@split=1024` (DIR/<problem>__split_k_split1024.py)
+or `split_k@max_split=1024@programs=1056`, for a side-by-side sweep of a structural value (the
+split count, rows per program).
 PROBLEMS=a,b limits the held-out problems.
 """
 
@@ -35,8 +36,8 @@ def main() -> None:
         for name in wanted:
             made, why = source, ""
             for spec in name.split("+"):
-                step, _, kv = spec.partition("@")
-                params = {kv.split("=")[0]: int(kv.split("=")[1])} if kv else {}
+                step, *kvs = spec.split("@")
+                params = {k: int(v) for k, v in (kv.split("=") for kv in kvs)}
                 sites = passes[step].forward_sites(made)
                 if not sites:
                     why = f"{step}: no site"

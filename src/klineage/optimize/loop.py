@@ -64,7 +64,9 @@ EventCallback = Callable[[str, Event], None]
 #    tried on the kernel before it (Proposal.source); a stored version-4 run would diverge.
 # 6: klineage follows a trial faster on some regimes only by a regime dispatch (two kernels,
 #    one file: optimize/dispatch.py).
-OPTIMIZE_VERSION = 6
+# 7: a kept structural rewrite with a value (split_k's split, multi_row's rows) is followed by
+#    the same rewrite at half and double that value (optimize/policies.py `_values`).
+OPTIMIZE_VERSION = 7
 
 
 class OptimizeRefused(KLineageError):

@@ -232,13 +232,16 @@ def _structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Pro
         for i, (r, prop) in enumerate(fresh):
             tried.add(prop.key)
             yield prop
-            if ctx.best_source == source and ctx.last_accepted and not spreads(r):
+            kept = prop if ctx.best_source != source else None
+            if kept is None and ctx.last_accepted and not spreads(r):
                 for both in _with_spread(ctx, prop, ignore_conditions, spreads):
                     if both.key not in tried:
                         tried.add(both.key)
                         yield both
+                        kept = both if ctx.best_source != source else None
                         break
-            if ctx.best_source != source:
+            if kept is not None:
+                yield from _values(ctx, kept, source, tried)
                 passed_over += [(source, p) for _, p in fresh[i + 1 :]]
                 break  # kept: what applies now is read from the new kernel
         if ctx.best_source != source:
@@ -255,6 +258,69 @@ def _structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Pro
                 break
         if ctx.best_source == source:
             return
+
+
+VALUE_STEPS = 2
+"""Halvings (or doublings) of a kept structural rewrite's value a search measures in one
+direction at most: the first that is not faster ends that direction."""
+
+
+def _values(ctx: Context, kept: Proposal, before: str, tried: set[str]) -> Iterator[Proposal]:
+    """After the structural rewrite `kept` was kept: the same rewrite of `before` with its
+    structural value (RewritePass.scaled: split_k's split, multi_row's rows a program) halved,
+    then doubled, each gated beside the kept kernel and kept only if faster. A direction that
+    is faster goes one step further (VALUE_STEPS) and the other is not tried (one best value
+    along the line is assumed). The default is a rule of thumb from one GPU and a few shapes;
+    on an H100 the long-K matmul's best split was 256 where split_k's default gives 512, and
+    the reverse cumsum's best rows a program 4 to 8 where multi_row's gave 64
+    (docs/benchmarks.md, 2026-12-06)."""
+    for factor in (0.5, 2.0):
+        f, moved = factor, False
+        for _ in range(VALUE_STEPS):
+            n = _scaled(kept, f, before)
+            if n is None or n.key in tried:
+                break
+            tried.add(n.key)
+            best = ctx.best_source
+            yield n
+            if ctx.best_source == best:
+                break  # not faster: no further this way
+            moved, f = True, f * factor
+        if moved:
+            return
+
+
+def _scaled(prop: Proposal, factor: float, before: str) -> Proposal | None:
+    """prop (its chain too) with each step's structural value `factor` times, applied to
+    `before`; None where no step has one."""
+    from dataclasses import replace
+
+    from klineage.lineage.walk import sha
+
+    passes = all_passes()
+    steps = [(prop.pass_name or "", prop.params), *prop.then]
+    out: list[tuple[str, dict[str, Any]]] = []
+    scaled = False
+    for name, params in steps:
+        rp = passes.get(name)
+        p = rp.scaled(dict(params), factor) if rp is not None else None
+        scaled = scaled or p is not None
+        out.append((name, p if p is not None else dict(params)))
+    if not scaled:
+        return None
+    what = prop.what or prop.label
+    times = f"{factor:g}x" if factor >= 1 else f"1/{1 / factor:g}"
+    return replace(
+        prop,
+        key=f"{prop.key}*{factor:g}@{sha(before)[:12]}",
+        label=f"{what} with {times} its structural value (split, rows a program): the kept "
+        "default's neighbour, measured beside it",
+        what=f"{what} ({times} its value)",
+        pass_name=out[0][0],
+        params=out[0][1],
+        then=out[1:],
+        source=before,
+    )
 
 
 def _alternatives(

@@ -118,6 +118,14 @@ class RewritePass(ABC):
         """The source with the optimization added at `site`. Default: not implemented."""
         return RewriteResult.skip(f"{self.NAME} has no forward rewrite")
 
+    def scaled(self, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
+        """apply's params with the rewrite's structural value (split_k's programs per output,
+        multi_row's rows per program) `factor` times what `params` give, for every site; None
+        where the pass has no such value. A search measures the neighbours of a kept default
+        instead of trusting it (optimize/policies.py): split_k's best split count on the
+        long-K matmul was 256 on an H100 where its default is 512 (docs/benchmarks.md)."""
+        return None
+
     # Helpers shared by passes -------------------------------------------------------------
 
     def site(

@@ -20,7 +20,8 @@ need not divide the row count. The launcher computes ROWS = min(MAX_ROWS, max(1,
 BLOCK), next_power_of_2(n_rows), next_power_of_2(max(1, n_rows // (2 * PROGRAMS)))) (TILE
 4096, or SCAN_TILE 256 and no programs floor for a row walked in chunks into a scan; MAX_ROWS
 64, PROGRAMS 528; params["tile"], params["max_rows"], params["programs"] (0: no floor), or
-params["rows"] fixed) and launches cdiv(n_rows, ROWS) programs: short rows are packed where
+params["rows"] fixed; params["scale"], a power of two, multiplies the default rows a
+program) and launches cdiv(n_rows, ROWS) programs: short rows are packed where
 rows are many, and a few long rows keep one program each.
 
 Why it is sound: after the rewrite a program's rows only meet in reductions and scans along
@@ -114,6 +115,9 @@ class MultiRow(RewritePass):
     def why_not(self, source: str) -> list[str]:
         """The reason each launch in the file is not a site (empty string for a site)."""
         return tile_rewrite.why_not(self, analyse, source)
+
+    def scaled(self, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
+        return tile_rewrite.scaled(ROWS, params, factor)
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         p = params or {}

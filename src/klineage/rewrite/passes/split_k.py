@@ -27,6 +27,7 @@ That kernel's loop has split_k's own shape; it is left alone by its name (`_spli
 SPLIT is params["split"] (an int, or a launcher expression), else
 `max(1, min(512, cdiv(4 * 132, n), cdiv(K, STEP)))`: enough programs for about 4x the H200's SMs
 (params["programs"]), at most 512 chunks (params["max_split"]), at least one step each.
+`scaled` halves or doubles both for a search's neighbours of the default.
 
 Why it is sound: a chunk is a multiple of STEP, so the chunks' loop values are the original
 loop's values, each in exactly one chunk, and the masks are kept; the accumulator starts from
@@ -309,6 +310,22 @@ class SplitK(ForwardOnly):
     def why_not(self, source: str) -> list[str]:
         """The reason each launch in the file is not a site (empty string for a site)."""
         return tile_rewrite.why_not(self, analyse, source)
+
+    def scaled(self, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
+        """The split `factor` times: a fixed int split itself, else the programs aimed at and
+        the cap on chunks. Only these keys are returned: a skill's params also describe the
+        expert's site (its "programs" may be the name `N`), which apply would refuse."""
+
+        def given(key: str, default: int) -> int:
+            v = params.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else default
+
+        if isinstance(params.get("split"), int) and not isinstance(params["split"], bool):
+            return {"split": min(65535, max(1, round(params["split"] * factor)))}
+        return {
+            "programs": max(1, round(given("programs", WAVES * SMS) * factor)),
+            "max_split": min(65535, max(1, round(given("max_split", MAX_SPLIT) * factor))),
+        }
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         p = params or {}

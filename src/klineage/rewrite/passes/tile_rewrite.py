@@ -21,6 +21,7 @@ sites of analysed launches (`RewritePass.launch_sites`) are base.py's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -390,9 +391,17 @@ def rewrite(
     else:
         tile, programs = defaults(t, a, kdef)
         tile, cap = int(p.get("tile", tile)), int(p.get(t.cap_key, t.cap))
+        # scale (a power of two): P that many times, so the tile and the cap times it and the
+        # programs floor divided by it (a search's neighbours of the default, `scaled`)
+        scale = p.get("scale", 1)
+        tile, cap = max(1, int(tile * scale)), max(1, int(cap * scale))
+        if programs:
+            programs = max(1, int(programs / scale))
         terms = [str(cap), f"max(1, {tile} // {a.block})", f"{tr}.next_power_of_2({count})"]
         why = f"a {t.shape} tile of about {tile} elements, at most {cap} {t.unit}"
         programs = int(p.get("programs", programs))
+        if programs and "programs" in p:
+            programs = max(1, int(programs / scale))
         if programs:  # a power of two, so the min of the terms stays one where it was
             terms.append(f"{tr}.next_power_of_2(max(1, {count} // {2 * programs}))")
             why += f", at least about {programs} programs"
@@ -466,12 +475,39 @@ def apply(
                 return RewriteResult.skip(
                     f"params['{t.fixed}']={r!r}: expected a power of two", site
                 )
+        if "scale" in p and not _pow2_scale(p["scale"]):
+            return RewriteResult.skip(
+                f"params['scale']={p['scale']!r}: expected a power of two (0.5, 1, 2, ...)", site
+            )
         out = rewrite(ctx, t, a, count(a), p)
         return RewriteResult(
             True, f"{a.kernel}: {t.done} (grid cdiv({count(a)}, {t.block}))", out, site
         )
 
     return rp.safe(run)
+
+
+def scaled(t: Tiling, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
+    """params with P `factor` times (RewritePass.scaled): a fixed P itself, else "scale";
+    only the keys apply reads as numbers (a skill's params also describe the expert's site)."""
+
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+
+    if number(params.get(t.fixed)):
+        return {t.fixed: max(1, int(params[t.fixed] * factor))}
+    keep = ("tile", t.cap_key, "programs")
+    p = {k: params[k] for k in keep if number(params.get(k)) or params.get(k) == 0}
+    p["scale"] = (params["scale"] if number(params.get("scale")) else 1) * factor
+    return p
+
+
+def _pow2_scale(v: Any) -> bool:
+    """Whether v is 2**k for an integer k (0.25, 0.5, 1, 2, ...)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+        return False
+    m, _ = math.frexp(v)
+    return m == 0.5
 
 
 def _is_docstring(st: cst.BaseStatement) -> bool:
