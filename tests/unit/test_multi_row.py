@@ -301,3 +301,14 @@ def test_row_scan_skips_say_why(source: str, reason: str) -> None:
     assert PASS.forward_sites(source) == []
     (why,) = PASS.why_not(source)[:1]
     assert reason in why, why
+
+
+@pytest.mark.parametrize("name", ["column_mean_tall", "column_max_bf16", "column_softmax"])
+def test_a_walk_down_a_column_is_left_to_column_tiling(name: str) -> None:
+    """The program id added with unit stride to every pointer: a program owns a column, and
+    packing such rows would be column tiling with the tile the wrong way round."""
+    naive = (HELDOUT / name / "naive.py").read_text()
+    assert PASS.forward_sites(naive) == []
+    (why,) = PASS.why_not(naive)
+    assert "the program id enters every pointer with unit stride" in why
+    assert all_passes()["column_tiling"].forward_sites(naive)

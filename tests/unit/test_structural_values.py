@@ -156,3 +156,20 @@ def test_nothing_is_kept_on_the_cpu_so_no_neighbour_is_proposed(device: str) -> 
         if len(keys) > 30:
             break
     assert not any("*" in k for k in keys), keys
+
+
+def test_no_neighbour_when_a_regime_dispatch_after_the_rewrite_was_kept_instead() -> None:
+    """The best kernel changed after the tiling + split, but not to the kernel they make (as
+    when the regime dispatch that follows a trial is kept): nothing of theirs to measure."""
+    ctx = _context()
+    naive = ctx.best_source
+    proposals = get_policy("klineage").proposals(ctx)
+    next(proposals)
+    ctx.last_accepted = True
+    both = next(proposals)
+    assert [s for s, _ in both.then] == ["split_k"]
+    made = mechanical(naive, both.pass_name or "", both.params, then=both.then).source
+    assert made is not None
+    ctx.best_source = made + "\n# two kernels, one file\n"
+    rest = [p.key for p in proposals]
+    assert not any("*" in k for k in rest), rest

@@ -240,7 +240,8 @@ def _structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Pro
                         yield both
                         kept = both if ctx.best_source != source else None
                         break
-            if kept is not None:
+            if kept is not None and _makes(kept, source) == ctx.best_source:
+                # (not when a regime dispatch after it was kept instead: that is two kernels)
                 yield from _values(ctx, kept, source, tried)
                 passed_over += [(source, p) for _, p in fresh[i + 1 :]]
                 break  # kept: what applies now is read from the new kernel
@@ -288,6 +289,15 @@ def _values(ctx: Context, kept: Proposal, before: str, tried: set[str]) -> Itera
             moved, f = True, f * factor
         if moved:
             return
+
+
+def _makes(prop: Proposal, source: str) -> str | None:
+    """The kernel prop's mechanical rewrite (its chain too) makes of source."""
+    from klineage.optimize.materialize import mechanical
+
+    if prop.materializer != "mechanical" or not prop.pass_name:
+        return None
+    return mechanical(source, prop.pass_name, prop.params, then=prop.then).source
 
 
 def _scaled(prop: Proposal, factor: float, before: str) -> Proposal | None:

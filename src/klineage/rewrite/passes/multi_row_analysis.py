@@ -390,6 +390,24 @@ def _problem(
             stores += 1
     if not stores:
         return f"{la.kernel} stores nothing that depends on its row"
+    # The program id added once, with unit stride, to every pointer that reads it: the program
+    # owns a column and its loop strides down the rows. Packed "rows" there are adjacent columns,
+    # column_tiling's tile the other way round. On an H100 (2026-12-06) multi_row made the naive
+    # column mean 0.86x (one column a program on its tall regimes, by the programs floor), and
+    # its regime dispatch then kept column_tiling + split_k (12.6x on the H200) from the run.
+    pointers = [
+        n.args[0].value
+        for n in walk(kdef.body)
+        if isinstance(n, cst.Call)
+        and dotted(n.func).split(".")[-1] in ("load", "store")
+        and n.args
+        and _depends(n.args[0].value, dep)
+    ]
+    if pointers and all(k.unit_stride(p) is None for p in pointers):
+        return (
+            f"{la.kernel}: the program id enters every pointer with unit stride (a walk down a "
+            "column: column_tiling's site, whose tile is coalesced along the columns)"
+        )
     a.widen = k.widen
     return ""
 
