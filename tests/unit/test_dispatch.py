@@ -210,3 +210,52 @@ def test_the_loop_hands_the_policy_the_trial_it_gated(
     assert isinstance(view, TrialView) and view.kept and not view.dispatch  # geomean 1.18x
     assert view.before == "# start\n" and view.candidate == "# start\n# packed\n"
     assert {r: round(s.value, 2) for r, s in view.ratios.items()} == {"short": 2.0, "long": 0.7}
+
+
+def _column_mean_context() -> Context:
+    from klineage.problem.shapes import features, regime_shapes
+    from klineage.skills.library import load_library
+
+    where = HELDOUT / "column_mean_tall"
+    shipped, _ = load_library(None)
+    shapes = regime_shapes(where / "problem.py")
+    gpu = ("tall_fp32_gpu", "tall_fp16_gpu", "wide_fp32_gpu")
+    return Context(where / "problem.py", where / "naive.py", "cuda", shipped, llm=False, seed=0,
+                   target={r: features(shapes[r]) for r in gpu}, capability="9.0",
+                   best_source=(where / "naive.py").read_text(),
+                   shapes={r: shapes[r]["shapes"] for r in gpu})  # fmt: skip
+
+
+# column_tiling alone on the naive column mean (H100, 2026-12-06): faster with many columns only
+TILED = {"tall_fp32_gpu": 0.23, "tall_fp16_gpu": 0.08, "wide_fp32_gpu": 9.81}
+
+
+@pytest.mark.parametrize("composite_kept", [False, True])
+def test_a_tiling_faster_on_some_regimes_is_tried_with_its_split_before_its_dispatch(
+    composite_kept: bool,
+) -> None:
+    from klineage.optimize.policies import get_policy
+
+    ctx = _column_mean_context()
+    naive = ctx.best_source
+    proposals = get_policy("klineage").proposals(ctx)
+    tiling = next(proposals)
+    assert tiling.pass_name == "column_tiling" and not tiling.then, tiling.key
+    tiled = mechanical(naive, "column_tiling").source
+    assert tiled is not None
+    ctx.last_accepted = True
+    ctx.last_trial = TrialView(tiled, naive, False, {r: _s(r, x) for r, x in TILED.items()}, False)
+    both = next(proposals)
+    assert both.key == tiling.key + "+" + both.key.split("+", 1)[1]
+    assert [name for name, _ in both.then] == ["split_k"], both.key
+    made = mechanical(naive, both.pass_name or "", both.params, then=both.then).source
+    assert made is not None
+    flat = {r: _s(r, 12.0 if composite_kept else 0.5) for r in TILED}  # no dispatch of its own
+    ctx.last_trial = TrialView(made, naive, composite_kept, flat, False)
+    if composite_kept:
+        ctx.best_source = made
+    after = next(proposals)
+    if composite_kept:  # the held dispatch was made against the naive kernel: dropped
+        assert after.pass_name != DISPATCH, after.key
+    else:
+        assert after.pass_name == DISPATCH and after.params["alternative"] == tiled, after.key

@@ -468,12 +468,47 @@ def _dispatching(ctx: Context, proposals: Iterator[Proposal]) -> Iterator[Propos
     from klineage.optimize.dispatch import proposal
 
     made: set[str] = set()
+    # A dispatch held back past the composite its trial's rewrite is followed by: (it, the best
+    # kernel it was made against).
+    held: tuple[Proposal, str] | None = None
     for prop in proposals:
         yield prop
         d = proposal(ctx.last_trial, ctx.best_source, ctx.shapes)
-        if d is not None and d.key not in made:
+        if d is not None and d.key in made:
+            d = None
+        if d is not None:
             made.add(d.key)
+        if d is None and held is not None and ctx.best_source == held[1]:
+            d = held[0]  # the composite was not faster everywhere: the held dispatch now
+        held = None
+        if d is not None and _composite_follows(ctx, prop):
+            # A reshaping rewrite faster only where its grid suits the shape (column tiling:
+            # many columns) is followed by itself with the split its kernel needs elsewhere;
+            # that first. On an H100 (2026-12-06) the column mean's tiling dispatched on its wide
+            # regime was kept, and tiling + split_k (12.6x on the H200) was never proposed.
+            held = (d, ctx.best_source)
+            continue
+        if d is not None:
             yield d
+
+
+def _composite_follows(ctx: Context, prop: Proposal) -> bool:
+    """Whether `_structural_proposals` follows prop's trial (accepted, not kept) by prop
+    together with a program-count skill its kernel meets (`_with_spread`)."""
+    from klineage.rewrite import all_passes
+
+    view = ctx.last_trial
+    if view is None or view.kept or not ctx.last_accepted or prop.then or prop.source:
+        return False
+    passes = all_passes()
+    p = passes.get(prop.pass_name or "")
+    if prop.materializer != "mechanical" or p is None or not p.STRUCTURAL or p.BY_PROGRAMS:
+        return False
+
+    def spreads(r: Any) -> bool:
+        return passes[r.pass_name or r.skill.rewrite.pass_name].BY_PROGRAMS
+
+    return next(_with_spread(ctx, prop, False, spreads), None) is not None
 
 
 @register_policy("what-only")
