@@ -173,3 +173,16 @@ def test_no_neighbour_when_a_regime_dispatch_after_the_rewrite_was_kept_instead(
     ctx.best_source = made + "\n# two kernels, one file\n"
     rest = [p.key for p in proposals]
     assert not any("*" in k for k in rest), rest
+
+
+def test_a_dispatch_kept_after_the_double_does_not_send_the_value_further() -> None:
+    """As on an H100 (2026-12-06): the column mean's double split was 1.02x, its regime
+    dispatch was kept, and a 4x split (0.75x) followed as if the double had been kept."""
+    ctx = _context()
+    proposals, both, naive = _to_the_kept_split(ctx)
+    next(proposals)  # the half: not faster
+    double = next(proposals)
+    assert double.key.startswith(both.key + "*2@")
+    ctx.best_source += "\n# a regime dispatch of the double and the default\n"
+    rest = [p.key for p in proposals]
+    assert not any("*" in k for k in rest), rest

@@ -282,10 +282,10 @@ def _values(ctx: Context, kept: Proposal, before: str, tried: set[str]) -> Itera
             if n is None or n.key in tried:
                 break
             tried.add(n.key)
-            best = ctx.best_source
             yield n
-            if ctx.best_source == best:
-                break  # not faster: no further this way
+            if _makes(n, before) != ctx.best_source:
+                # not faster (or the regime dispatch after it was kept): no further this way
+                break
             moved, f = True, f * factor
         if moved:
             return
