@@ -179,7 +179,7 @@ def test_a_dispatch_kept_after_the_double_does_not_send_the_value_further() -> N
     """As on an H100 (2026-12-06): the column mean's double split was 1.02x, its regime
     dispatch was kept, and a 4x split (0.75x) followed as if the double had been kept."""
     ctx = _context()
-    proposals, both, naive = _to_the_kept_split(ctx)
+    proposals, both, _ = _to_the_kept_split(ctx)
     next(proposals)  # the half: not faster
     double = next(proposals)
     assert double.key.startswith(both.key + "*2@")
