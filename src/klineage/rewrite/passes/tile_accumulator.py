@@ -20,7 +20,7 @@ shape instead, one add per element a step, and reduces its rows once, after the 
 
 A running maximum (minimum), `m = tl.maximum(m, tl.max(x, axis, ...))`, becomes
 `m_tile = tl.maximum(m_tile, x)` from -inf (+inf) and the same update once after the loop.
-Found by structure: a direct statement of a kernel's top-level for loop of one of those forms,
+Found by structure: a direct statement of a kernel's top-level for (or while) loop of one of those forms,
 whose accumulator the loop reads nowhere else, whose reduced value has a shape the code states
 (tl.arange, `[:, None]`, tl.load of pointer and mask, arithmetic; each dimension a tl.constexpr
 or a literal, as tl.full needs) with more than one element along the axis, and whose total is
@@ -52,6 +52,7 @@ from klineage.rewrite.base import RewritePass, RewriteResult, Site, names_under,
 from klineage.rewrite.passes.rows_per_program import code
 from klineage.rewrite.passes.tile_accumulator_analysis import (
     KINDS,
+    Loop,
     Reduction,
     TileAccumulator,
     _reduce_args,
@@ -76,9 +77,7 @@ def _line(text: str, comment: str = "") -> cst.SimpleStatementLine:
     return st
 
 
-def _loop_with(
-    loop: cst.For, stmt: cst.SimpleStatementLine, new: cst.SimpleStatementLine
-) -> cst.For:
+def _loop_with(loop: Loop, stmt: cst.SimpleStatementLine, new: cst.SimpleStatementLine) -> Loop:
     """loop with its direct statement `stmt` replaced by `new`."""
     inner = [new if s is stmt else s for s in loop.body.body]
     return loop.with_changes(body=loop.body.with_changes(body=inner))

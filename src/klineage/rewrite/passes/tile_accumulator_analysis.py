@@ -12,6 +12,7 @@ import libcst as cst
 from klineage.rewrite.base import dotted, is_triton_jit, names_under, parse, positions
 from klineage.rewrite.passes.rows_per_program import code, walk
 
+Loop = cst.For | cst.While  # a top-level loop of a kernel
 Shape = tuple[str, ...]  # one source expression per dimension, "1" where it broadcasts
 
 # Elementwise tl functions: the broadcast of their tensor arguments.
@@ -198,7 +199,7 @@ class Reduction:
 
     kernel: str
     kdef: cst.FunctionDef
-    loop: cst.For
+    loop: Loop
     stmt: cst.SimpleStatementLine  # the update, a direct statement of the loop's body
     acc: str
     kind: str  # sum | max | min
@@ -250,7 +251,7 @@ def _is_reduce(e: cst.BaseExpression, tail: str) -> bool:
     )
 
 
-def _floaty(kdef: cst.FunctionDef, loop: cst.For, acc: str, tile: cst.BaseExpression) -> bool:
+def _floaty(kdef: cst.FunctionDef, loop: Loop, acc: str, tile: cst.BaseExpression) -> bool:
     """Evidence the total is floating point: x cast to a float type, or the accumulator started
     from a float literal or with a float dtype (a float tile accumulator would change an
     integer total's type)."""
@@ -282,7 +283,9 @@ def analyse(source: str) -> list[Reduction | tuple[str, str]]:
     for kdef in _kernels(module):
         shapes = Shapes(kdef)
         for loop in kdef.body.body:
-            if not isinstance(loop, cst.For) or not isinstance(loop.body, cst.IndentedBlock):
+            if not isinstance(loop, cst.For | cst.While) or not isinstance(
+                loop.body, cst.IndentedBlock
+            ):
                 continue
             for stmt in loop.body.body:
                 if not isinstance(stmt, cst.SimpleStatementLine):
@@ -305,7 +308,7 @@ def analyse(source: str) -> list[Reduction | tuple[str, str]]:
 
 def _why_not(
     kdef: cst.FunctionDef,
-    loop: cst.For,
+    loop: Loop,
     stmt: cst.SimpleStatementLine,
     acc: str,
     reduce: cst.Call,
@@ -340,7 +343,7 @@ class TileAccumulator:
     kernel: str
     kdef: cst.FunctionDef
     init: cst.SimpleStatementLine  # `T = tl.zeros(SHAPE, ...)` / tl.full(SHAPE, IDENT, ...)
-    loop: cst.For
+    loop: Loop
     stmt: cst.SimpleStatementLine  # `T += x` / `T = tl.maximum(T, x)`
     after: cst.SimpleStatementLine  # `R = tl.sum(T, axis=A)` (max/min)
     tile: str
@@ -371,7 +374,9 @@ def analyse_tiles(source: str) -> list[TileAccumulator]:
     for kdef in _kernels(module):
         body = [cast(cst.BaseStatement, st) for st in kdef.body.body]
         for i, loop in enumerate(body):
-            if not isinstance(loop, cst.For) or not isinstance(loop.body, cst.IndentedBlock):
+            if not isinstance(loop, cst.For | cst.While) or not isinstance(
+                loop.body, cst.IndentedBlock
+            ):
                 continue
             for stmt in loop.body.body:
                 if not isinstance(stmt, cst.SimpleStatementLine):
@@ -418,7 +423,7 @@ def _around(
     kdef: cst.FunctionDef,
     body: list[cst.BaseStatement],
     i: int,
-    loop: cst.For,
+    loop: Loop,
     stmt: cst.SimpleStatementLine,
     tile: str,
     kind: str,
