@@ -22,7 +22,8 @@ from klineage.optimize.dispatch import (
     separate,
 )
 from klineage.optimize.materialize import mechanical
-from klineage.optimize.policies import Context, Proposal, _dispatching
+from klineage.optimize.policies import Context, Proposal
+from klineage.optimize.structural import dispatching
 from klineage.rewrite import all_passes
 from tests.conftest import ROOT
 
@@ -152,7 +153,7 @@ def test_the_klineage_policy_follows_a_mixed_trial_with_its_dispatch_once() -> N
     first = Proposal(key="a", label="a", materializer="mechanical", pass_name="multi_row")
     again = Proposal(key="b", label="b", materializer="mechanical", pass_name="num_warps")
     seen: list[str] = []
-    for prop in _dispatching(ctx, iter([first, again])):
+    for prop in dispatching(ctx, iter([first, again])):
         seen.append(prop.key)
         # each trial of this fake run gates the same mixed candidate
         ctx.last_trial = TrialView(packed, naive, False, ratios, prop.pass_name == DISPATCH)

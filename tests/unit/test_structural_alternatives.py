@@ -76,7 +76,7 @@ def test_a_skill_passed_over_by_a_kept_rewrite_is_tried_on_the_kernel_before_it(
 
 
 def test_an_alternative_known_to_gain_less_than_the_kept_path_is_not_tried() -> None:
-    from klineage.optimize.policies import _alternatives
+    from klineage.optimize.structural import _alternatives
 
     ctx = _context()
     naive, packed = ctx.best_source, ctx.best_source + "# packed\n"

@@ -1,5 +1,5 @@
 """A kept structural rewrite's value (split_k's split, multi_row's rows a program) measured at its
-neighbours (no kernels run): RewritePass.scaled and the klineage policy's `_values`."""
+neighbours (no kernels run): RewritePass.scaled and the klineage policy's `_values` (optimize/structural.py)."""
 
 from __future__ import annotations
 

@@ -281,7 +281,7 @@ def test_structural_skills_are_proposed_before_the_table_that_would_hide_their_s
 def test_a_structural_skill_without_a_site_in_its_own_form_is_written_by_its_other_form() -> None:
     from pathlib import Path
 
-    from klineage.optimize.policies import _proposal
+    from klineage.optimize.policies import skill_proposal as _proposal
     from klineage.skills.library import load_library
     from klineage.skills.retrieve import retrieve
 

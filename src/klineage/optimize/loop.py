@@ -65,7 +65,7 @@ EventCallback = Callable[[str, Event], None]
 # 6: klineage follows a trial faster on some regimes only by a regime dispatch (two kernels,
 #    one file: optimize/dispatch.py).
 # 7: a kept structural rewrite with a value (split_k's split, multi_row's rows) is followed by
-#    the same rewrite at half and double that value (optimize/policies.py `_values`).
+#    the same rewrite at half and double that value (optimize/structural.py `_values`).
 OPTIMIZE_VERSION = 7
 
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 from typing import Any
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site
-from klineage.rewrite.passes import tile_rewrite
+from klineage.rewrite.passes import tile_count, tile_rewrite
 from klineage.rewrite.passes.multi_row_analysis import analyse
 from klineage.rewrite.registry import register
 
@@ -117,7 +117,7 @@ class MultiRow(RewritePass):
         return tile_rewrite.why_not(self, analyse, source)
 
     def scaled(self, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
-        return tile_rewrite.scaled(ROWS, params, factor)
+        return tile_count.scaled(ROWS, params, factor)
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         p = params or {}

@@ -189,8 +189,8 @@ class TileAccumulatorPass(RewritePass):
         what: Callable[[Any], str],
     ) -> RewriteResult:
         key = "acc" if site.direction == "forward" else "tile"
-        x = next((x for x in found if x.kernel == site.params.get("kernel")
-                  and getattr(x, key) == site.params.get("name")), None)  # fmt: skip
+        want = (site.params.get("kernel"), site.params.get("name"))
+        x = next((x for x in found if (x.kernel, getattr(x, key)) == want), None)
         if x is None:
             return RewriteResult.skip(
                 f"no such accumulator {site.params.get('name')} in {site.params.get('kernel')}",

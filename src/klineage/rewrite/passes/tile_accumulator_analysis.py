@@ -16,10 +16,9 @@ Loop = cst.For | cst.While  # a top-level loop of a kernel
 Shape = tuple[str, ...]  # one source expression per dimension, "1" where it broadcasts
 
 # Elementwise tl functions: the broadcast of their tensor arguments.
-ELEMENTWISE = {
-    "exp", "exp2", "log", "log2", "abs", "sqrt", "sqrt_rn", "rsqrt", "sigmoid", "maximum",
-    "minimum", "where", "fma", "cos", "sin", "erf", "floor", "ceil", "clamp", "fdiv", "div_rn",
-}  # fmt: skip
+ELEMENTWISE = {"exp", "exp2", "log", "log2", "abs", "sqrt", "sqrt_rn", "rsqrt", "sigmoid"}
+ELEMENTWISE |= {"maximum", "minimum", "where", "fma", "cos", "sin", "erf", "floor", "ceil"}
+ELEMENTWISE |= {"clamp", "fdiv", "div_rn"}
 # kind -> (the tl reduction, the elementwise combine, the identity)
 KINDS = {
     "sum": ("sum", "", "0.0"),

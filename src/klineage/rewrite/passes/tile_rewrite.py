@@ -10,7 +10,8 @@ every `tl.arange` gains that axis, every 1-D reduction reduces it with keep_dims
 `index < n`. What differs is data: the names, the launcher's parameters and its comment
 (`Tiling`). The passes' forward sites, why_not and apply are here too, on the launches their
 analysis finds (`multi_row_analysis.Launched`); the analyses that prove a kernel has the shape
-are the passes' own (multi_row_analysis.py, column_tiling_analysis.py).
+are the passes' own (multi_row_analysis.py, column_tiling_analysis.py), and P's value at the
+launch from its params is tile_count.py's.
 
 The pieces other forward passes (block_scan, split_k, tiled_transpose) share are here too: a
 kernel's parameters appended in their layout (`with_params`), a prologue after its docstring
@@ -21,7 +22,6 @@ sites of analysed launches (`RewritePass.launch_sites`) are base.py's.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import libcst as cst
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, launched
+from klineage.rewrite.passes import tile_count
 from klineage.rewrite.passes.multi_row_analysis import (
     REDUCTIONS,
     SCANS,
@@ -77,16 +78,6 @@ class Tiling:
 
 
 A = TypeVar("A", bound=Launched)  # a pass's analysis of one launch
-
-
-def defaults(t: Tiling, a: Launched, kdef: cst.FunctionDef) -> tuple[int, int]:
-    """(tile, programs) by default: (t.scan_tile, no floor) for a kernel whose loop carries
-    per-index totals (a.widen) and that scans (a chunked row scan); (t.tile, t.programs)
-    otherwise."""
-    scans = any(
-        isinstance(n, cst.Call) and dotted(n.func).split(".")[-1] in SCANS for n in walk(kdef)
-    )
-    return (t.scan_tile, 0) if t.scan_tile and a.widen and scans else (t.tile, t.programs)
 
 
 def tl_alias(module: cst.Module) -> str | None:
@@ -386,28 +377,7 @@ def rewrite(
     tr = _triton_alias(ctx.module)
     launcher_used = set(names_in(la.func)) | set(assignments(ctx.module))
     block_name = fresh(t.block, launcher_used)
-    if t.fixed in p:
-        value, why = str(int(p[t.fixed])), "fixed"
-    else:
-        tile, programs = defaults(t, a, kdef)
-        tile, cap = int(p.get("tile", tile)), int(p.get(t.cap_key, t.cap))
-        # scale (a power of two): P that many times, so the tile and the cap times it and the
-        # programs floor divided by it (a search's neighbours of the default, `scaled`)
-        scale = p.get("scale", 1)
-        tile, cap = max(1, int(tile * scale)), max(1, int(cap * scale))
-        if programs:
-            programs = max(1, int(programs / scale))
-        terms = [str(cap), f"max(1, {tile} // {a.block})", f"{tr}.next_power_of_2({count})"]
-        why = f"a {t.shape} tile of about {tile} elements, at most {cap} {t.unit}"
-        programs = int(p.get("programs", programs))
-        if programs and "programs" in p:
-            programs = max(1, int(programs / scale))
-        if programs:  # a power of two, so the min of the terms stays one where it was
-            terms.append(f"{tr}.next_power_of_2(max(1, {count} // {2 * programs}))")
-            why += f", at least about {programs} programs"
-        value = f"min({', '.join(terms)})"
-        if not _pow2(a.block, la.func):
-            value = f"{tr}.next_power_of_2({value})"
+    value, why = tile_count.value(t, a, kdef, count, tr or "triton", p)
     comment = cst.Comment(f"# {t.pass_name}: {why}; {t.effect}")
     assign = cst.parse_statement(f"{block_name} = {value}")
     assign = assign.with_changes(leading_lines=[cst.EmptyLine(comment=comment)])
@@ -469,16 +439,9 @@ def apply(
         a = launched(found, site)
         if isinstance(a, RewriteResult):
             return a
-        if t.fixed in p:
-            r = p[t.fixed]
-            if not isinstance(r, int) or isinstance(r, bool) or r < 1 or r & (r - 1):
-                return RewriteResult.skip(
-                    f"params['{t.fixed}']={r!r}: expected a power of two", site
-                )
-        if "scale" in p and not _pow2_scale(p["scale"]):
-            return RewriteResult.skip(
-                f"params['scale']={p['scale']!r}: expected a power of two (0.5, 1, 2, ...)", site
-            )
+        bad = tile_count.problem(t, p)
+        if bad:
+            return RewriteResult.skip(bad, site)
         out = rewrite(ctx, t, a, count(a), p)
         return RewriteResult(
             True, f"{a.kernel}: {t.done} (grid cdiv({count(a)}, {t.block}))", out, site
@@ -487,45 +450,9 @@ def apply(
     return rp.safe(run)
 
 
-def scaled(t: Tiling, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
-    """params with P `factor` times (RewritePass.scaled): a fixed P itself, else "scale";
-    only the keys apply reads as numbers (a skill's params also describe the expert's site)."""
-
-    def number(v: Any) -> bool:
-        return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
-
-    if number(params.get(t.fixed)):
-        return {t.fixed: max(1, int(params[t.fixed] * factor))}
-    keep = ("tile", t.cap_key, "programs")
-    p = {k: params[k] for k in keep if number(params.get(k)) or params.get(k) == 0}
-    p["scale"] = (params["scale"] if number(params.get("scale")) else 1) * factor
-    return p
-
-
-def _pow2_scale(v: Any) -> bool:
-    """Whether v is 2**k for an integer k (0.25, 0.5, 1, 2, ...)."""
-    if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-        return False
-    m, _ = math.frexp(v)
-    return m == 0.5
-
-
 def _is_docstring(st: cst.BaseStatement) -> bool:
     return (
         isinstance(st, cst.SimpleStatementLine)
         and isinstance(st.body[0], cst.Expr)
         and isinstance(st.body[0].value, cst.SimpleString | cst.ConcatenatedString)
     )
-
-
-def _pow2(block: str, func: cst.FunctionDef) -> bool:
-    if block.isdigit():
-        v = int(block)
-        return v >= 1 and v & (v - 1) == 0
-    e = cst.parse_expression(block)
-    if isinstance(e, cst.Name):
-        found = assignments(func).get(e.value, [])
-        if len(found) != 1 or found[0].value is None:
-            return False
-        e = found[0].value
-    return isinstance(e, cst.Call) and dotted(e.func).endswith("next_power_of_2")
