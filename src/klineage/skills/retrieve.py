@@ -31,7 +31,10 @@ from klineage.skills.model import Condition, Skill
 # A skill learned in an expert's code shape, and a pass that writes the same optimization into
 # the shape naive kernels have: rows_per_program's pass needs the expert's rows-per-program
 # constexpr, multi_row turns a one-row-per-program kernel into ROWS rows per program.
-OTHER_FORMS = {"rows_per_program": "multi_row"}
+# split_k's skill (a long serial walk split over more programs, partials combined; its
+# condition on the program count) is written by split_online where the walk is an online
+# softmax walk followed by a write walk, which split_k's single-accumulator shape does not fit.
+OTHER_FORMS = {"rows_per_program": "multi_row", "split_k": "split_online"}
 
 
 @dataclass

@@ -145,7 +145,7 @@ class Shapes:
             if isinstance(lo, cst.Integer) and lo.value == "0":
                 return (code(args[1].value),)
             return None
-        if tail in ("program_id", "num_programs", "cdiv"):
+        if tail in ("program_id", "num_programs", "cdiv") or dotted(e.func) == "float":
             return ()
         if tail == "load" and args:
             ptr = self.of(args[0].value)
