@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,6 +110,49 @@ LONGEST_FIRST = (
     "test_split_k_gate.py::",
     "test_column_tiling_gate.py::",
 )
+
+
+def interpreted(script: str, *args: str) -> Any:
+    """The JSON the Python `script` prints last, run with `args` in a child with
+    TRITON_INTERPRET=1 (set before triton is imported: this process may have imported it
+    without, as CI's pytest does)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def heldout_context(name: str, gpu: tuple[str, ...]) -> Any:
+    """An optimize Context for held-out problem `name`'s naive kernel on a GPU (its `gpu`
+    regimes timed), with the shipped skill library: what a policy reads at a run's start."""
+    from klineage.optimize.policies import Context
+    from klineage.problem.shapes import features, regime_shapes
+    from klineage.skills.library import load_library
+
+    where = ROOT / "src" / "klineage" / "heldout" / name
+    shipped, _ = load_library(None)
+    shapes = regime_shapes(where / "problem.py")
+    return Context(
+        where / "problem.py",
+        where / "naive.py",
+        "cuda",
+        shipped,
+        llm=False,
+        seed=0,
+        target={r: features(shapes[r]) for r in gpu},
+        capability="9.0",
+        best_source=(where / "naive.py").read_text(),
+        shapes={r: shapes[r]["shapes"] for r in gpu},
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

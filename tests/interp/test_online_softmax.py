@@ -4,11 +4,7 @@ CPU gate accepts the held-out column softmax with its walks merged (naive and co
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +13,7 @@ import torch
 from klineage.config import GateConfig
 from klineage.gate import run_gate
 from klineage.optimize.materialize import mechanical
-from tests.conftest import ROOT
+from tests.conftest import ROOT, interpreted
 from tests.unit.rewrite.test_online_softmax import ROW_LSE, ROW_LSE_AFTER
 
 pytestmark = pytest.mark.interpreter
@@ -51,15 +47,7 @@ def _run(source: str, tmp_path: Path, name: str) -> torch.Tensor:
     path, rows = tmp_path / f"{name}.py", tmp_path / "rows.pt"
     path.write_text(source, encoding="utf-8")
     torch.save(_rows(), rows)
-    done = subprocess.run(
-        [sys.executable, "-c", RUN, str(path), str(rows)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    values = json.loads(done.stdout.strip().splitlines()[-1])
+    values = interpreted(RUN, str(path), str(rows))
     return torch.tensor([math.nan if v is None else v for v in values])
 
 

@@ -4,11 +4,7 @@ its last segment), and the CPU gate accepts it after the column tiling and the o
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +12,7 @@ import torch
 
 from klineage.config import GateConfig
 from klineage.gate import run_gate
-from tests.conftest import ROOT
+from tests.conftest import ROOT, interpreted
 from tests.unit.rewrite.test_split_online import online, split
 
 pytestmark = pytest.mark.interpreter
@@ -50,10 +46,7 @@ def test_the_split_walks_give_the_softmax_down_the_columns(tiled: bool, tmp_path
     path.write_text(source, encoding="utf-8")
     x = _columns()
     torch.save(x, data)
-    done = subprocess.run([sys.executable, "-c", RUN, str(path), str(data)], capture_output=True,
-                          text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=120)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = interpreted(RUN, str(path), str(data))
     got = torch.tensor([[math.nan if v is None else v for v in row] for row in rows])
     want = torch.softmax(x.double(), dim=0).float()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)

@@ -4,10 +4,6 @@ column mean and column max with their walks' tiles kept, after tiling and the sp
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +12,7 @@ import torch
 from klineage.config import GateConfig
 from klineage.gate import run_gate
 from klineage.optimize.materialize import mechanical
-from tests.conftest import ROOT
+from tests.conftest import ROOT, interpreted
 from tests.unit.rewrite.test_tile_accumulator import COLUMN_SUM, ROW_MAX, forward
 
 pytestmark = pytest.mark.interpreter
@@ -36,15 +32,7 @@ def _run(source: str, x: torch.Tensor, tmp_path: Path, name: str) -> torch.Tenso
     path, data = tmp_path / f"{name}.py", tmp_path / f"{name}.pt"
     path.write_text(source, encoding="utf-8")
     torch.save(x, data)
-    done = subprocess.run(
-        [sys.executable, "-c", RUN, str(path), str(data)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return torch.tensor(json.loads(done.stdout.strip().splitlines()[-1]))
+    return torch.tensor(interpreted(RUN, str(path), str(data)))
 
 
 def test_the_column_sum_with_a_tile_accumulator(tmp_path: Path) -> None:

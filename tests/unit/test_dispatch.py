@@ -25,7 +25,7 @@ from klineage.optimize.materialize import mechanical
 from klineage.optimize.policies import Context, Proposal
 from klineage.optimize.structural import dispatching
 from klineage.rewrite import all_passes
-from tests.conftest import ROOT
+from tests.conftest import ROOT, heldout_context
 
 HELDOUT = ROOT / "src" / "klineage" / "heldout"
 CUMSUM = {
@@ -214,17 +214,7 @@ def test_the_loop_hands_the_policy_the_trial_it_gated(
 
 
 def _column_mean_context() -> Context:
-    from klineage.problem.shapes import features, regime_shapes
-    from klineage.skills.library import load_library
-
-    where = HELDOUT / "column_mean_tall"
-    shipped, _ = load_library(None)
-    shapes = regime_shapes(where / "problem.py")
-    gpu = ("tall_fp32_gpu", "tall_fp16_gpu", "wide_fp32_gpu")
-    return Context(where / "problem.py", where / "naive.py", "cuda", shipped, llm=False, seed=0,
-                   target={r: features(shapes[r]) for r in gpu}, capability="9.0",
-                   best_source=(where / "naive.py").read_text(),
-                   shapes={r: shapes[r]["shapes"] for r in gpu})  # fmt: skip
+    return heldout_context("column_mean_tall", ("tall_fp32_gpu", "tall_fp16_gpu", "wide_fp32_gpu"))
 
 
 # column_tiling alone on the naive column mean (H100, 2026-12-06): faster with many columns only

@@ -8,29 +8,13 @@ from collections.abc import Iterator
 from klineage.lineage.walk import sha
 from klineage.optimize.materialize import mechanical
 from klineage.optimize.policies import Context, Proposal, get_policy
-from klineage.problem.shapes import features, regime_shapes
-from klineage.skills.library import load_library
-from tests.conftest import ROOT
+from tests.conftest import ROOT, heldout_context
 
 TRANSPOSE = ROOT / "src" / "klineage" / "heldout" / "batched_transpose_last2"
 
 
 def _context() -> Context:
-    shipped, _ = load_library(None)
-    shapes = regime_shapes(TRANSPOSE / "problem.py")
-    gpu = ("heads", "few_large_fp16")
-    return Context(
-        TRANSPOSE / "problem.py",
-        TRANSPOSE / "naive.py",
-        "cuda",
-        shipped,
-        llm=False,
-        seed=0,
-        target={r: features(shapes[r]) for r in gpu},
-        capability="9.0",
-        best_source=(TRANSPOSE / "naive.py").read_text(),
-        shapes={r: shapes[r]["shapes"] for r in gpu},
-    )
+    return heldout_context("batched_transpose_last2", ("heads", "few_large_fp16"))
 
 
 def _until(

@@ -9,10 +9,8 @@ import pytest
 
 from klineage.optimize.materialize import mechanical
 from klineage.optimize.policies import Context, Proposal, get_policy
-from klineage.problem.shapes import features, regime_shapes
 from klineage.rewrite import all_passes
-from klineage.skills.library import load_library
-from tests.conftest import ROOT
+from tests.conftest import ROOT, heldout_context
 
 HELDOUT = ROOT / "src" / "klineage" / "heldout"
 LONG_K = HELDOUT / "matmul_long_k_small_mn"
@@ -73,21 +71,7 @@ def test_multi_row_scales_its_rows_through_the_tile_cap_and_floor() -> None:
 
 
 def _context() -> Context:
-    shipped, _ = load_library(None)
-    shapes = regime_shapes(LONG_K / "problem.py")
-    gpu = ("k1m_bf16", "k512k_fp32")
-    return Context(
-        LONG_K / "problem.py",
-        LONG_K / "naive.py",
-        "cuda",
-        shipped,
-        llm=False,
-        seed=0,
-        target={r: features(shapes[r]) for r in gpu},
-        capability="9.0",
-        best_source=(LONG_K / "naive.py").read_text(),
-        shapes={r: shapes[r]["shapes"] for r in gpu},
-    )
+    return heldout_context("matmul_long_k_small_mn", ("k1m_bf16", "k512k_fp32"))
 
 
 def _split_line(ctx: Context, prop: Proposal) -> str:

@@ -148,6 +148,16 @@ class RewritePass(ABC):
         except Exception as e:  # a pass bug must not kill a walk; it is reported as a skip
             return RewriteResult.skip(f"{self.NAME} failed: {type(e).__name__}: {e}")
 
+    def reasons(self, found: Callable[[], Sequence[Any]], site: type) -> list[str]:
+        """why_not from an analysis that returns sites (instances of `site`) and (kernel, why
+        not) pairs: "" for a site, "kernel: why" for the rest; the skip's reason if it fails."""
+
+        def run() -> list[str]:
+            return ["" if isinstance(x, site) else f"{x[0]}: {x[1]}" for x in found()]
+
+        result = self.safe(run)
+        return result if isinstance(result, list) else [result.reason]
+
     def safe_sites(self, fn: Callable[..., list[Site]], *args: Any) -> list[Site]:
         """Find sites through `safe`: a parse or transform error finds none."""
         result = self.safe(fn, *args)

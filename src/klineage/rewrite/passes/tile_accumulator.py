@@ -230,12 +230,7 @@ class TileAccumulatorPass(RewritePass):
 
     def why_not(self, source: str) -> list[str]:
         """Why each loop update of a carried total is not a site ("" for a site)."""
-
-        def run() -> list[str]:
-            return ["" if isinstance(x, Reduction) else f"{x[0]}: {x[1]}" for x in analyse(source)]
-
-        result = self.safe(run)
-        return result if isinstance(result, list) else [result.reason]
+        return self.reasons(lambda: analyse(source), Reduction)
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         return self.safe(

@@ -4,12 +4,14 @@ tile-shaped accumulator reduced once after its loop (backward sites)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
 
-from klineage.rewrite.base import dotted, is_triton_jit, names_under, parse, positions
+from klineage.rewrite.base import dotted, names_under, parse, positions
+from klineage.rewrite.passes.online_softmax_analysis import _kernels
 from klineage.rewrite.passes.rows_per_program import code, walk
 
 Loop = cst.For | cst.While  # a top-level loop of a kernel
@@ -166,12 +168,16 @@ class Shapes:
         return None
 
 
-def _kernels(module: cst.Module) -> list[cst.FunctionDef]:
-    return [
-        k
-        for k in module.body
-        if isinstance(k, cst.FunctionDef) and any(is_triton_jit(d) for d in k.decorators)
-    ]
+def _loop_statements(
+    kdef: cst.FunctionDef,
+) -> Iterator[tuple[int, Loop, cst.SimpleStatementLine]]:
+    """(index in the kernel's body, loop, statement) for each simple statement directly in one
+    of the kernel's top-level loops."""
+    for i, loop in enumerate(kdef.body.body):
+        if isinstance(loop, cst.For | cst.While) and isinstance(loop.body, cst.IndentedBlock):
+            for stmt in loop.body.body:
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    yield i, loop, stmt
 
 
 def _reduce_args(call: cst.Call) -> tuple[cst.BaseExpression, int] | None:
@@ -281,27 +287,20 @@ def analyse(source: str) -> list[Reduction | tuple[str, str]]:
     out: list[Reduction | tuple[str, str]] = []
     for kdef in _kernels(module):
         shapes = Shapes(kdef)
-        for loop in kdef.body.body:
-            if not isinstance(loop, cst.For | cst.While) or not isinstance(
-                loop.body, cst.IndentedBlock
-            ):
+        for _, loop, stmt in _loop_statements(kdef):
+            got = _update(stmt)
+            if got is None:
                 continue
-            for stmt in loop.body.body:
-                if not isinstance(stmt, cst.SimpleStatementLine):
-                    continue
-                got = _update(stmt)
-                if got is None:
-                    continue
-                acc, kind, reduce = got
-                why = _why_not(kdef, loop, stmt, acc, reduce, shapes)
-                if isinstance(why, str):
-                    out.append((kdef.name.value, f"`{code(stmt).strip()}`: {why}"))
-                    continue
-                tile, shape = why
-                tl = dotted(reduce.func).rsplit(".", 1)[0]
-                r = Reduction(kdef.name.value, kdef, loop, stmt, acc, kind, reduce, tile, shape, tl)
-                r.line = pos[stmt].start.line
-                out.append(r)
+            acc, kind, reduce = got
+            why = _why_not(kdef, loop, stmt, acc, reduce, shapes)
+            if isinstance(why, str):
+                out.append((kdef.name.value, f"`{code(stmt).strip()}`: {why}"))
+                continue
+            tile, shape = why
+            tl = dotted(reduce.func).rsplit(".", 1)[0]
+            r = Reduction(kdef.name.value, kdef, loop, stmt, acc, kind, reduce, tile, shape, tl)
+            r.line = pos[stmt].start.line
+            out.append(r)
     return out
 
 
@@ -372,22 +371,15 @@ def analyse_tiles(source: str) -> list[TileAccumulator]:
     out: list[TileAccumulator] = []
     for kdef in _kernels(module):
         body = [cast(cst.BaseStatement, st) for st in kdef.body.body]
-        for i, loop in enumerate(body):
-            if not isinstance(loop, cst.For | cst.While) or not isinstance(
-                loop.body, cst.IndentedBlock
-            ):
+        for i, loop, stmt in _loop_statements(kdef):
+            found = _tile_update(stmt)
+            if found is None:
                 continue
-            for stmt in loop.body.body:
-                if not isinstance(stmt, cst.SimpleStatementLine):
-                    continue
-                found = _tile_update(stmt)
-                if found is None:
-                    continue
-                tile, kind, x = found
-                got = _around(kdef, body, i, loop, stmt, tile, kind, x)
-                if got is not None:
-                    got.line = pos[got.init].start.line
-                    out.append(got)
+            tile, kind, x = found
+            got = _around(kdef, body, i, loop, stmt, tile, kind, x)
+            if got is not None:
+                got.line = pos[got.init].start.line
+                out.append(got)
     return out
 
 
