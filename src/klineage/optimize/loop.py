@@ -66,7 +66,11 @@ EventCallback = Callable[[str, Event], None]
 #    one file: optimize/dispatch.py).
 # 7: a kept structural rewrite with a value (split_k's split, multi_row's rows) is followed by
 #    the same rewrite at half and double that value (optimize/structural.py `_values`).
-OPTIMIZE_VERSION = 7
+# 8: a reshaping rewrite's regime dispatch waits for the rewrite with the split its kernel needs;
+#    multi_row leaves a walk down a column to column_tiling; split_k's skill is written by
+#    split_online where its own shape does not fit; the tile_accumulator skill ships (the
+#    2026-12-06 H100 stores under benchmarks/results/neighbours-2026-12-06 are version 7).
+OPTIMIZE_VERSION = 8
 
 
 class OptimizeRefused(KLineageError):
