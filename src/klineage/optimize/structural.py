@@ -88,6 +88,8 @@ def _values(ctx: Context, kept: Proposal, before: str, tried: set[str]) -> Itera
     on an H100 the long-K matmul's best split was 256 where split_k's default gives 512, and
     the reverse cumsum's best rows a program 4 to 8 where multi_row's gave 64
     (docs/benchmarks.md, 2026-12-06)."""
+    if ctx.device != "cuda":
+        return  # a neighbour is a measurement: on the CPU it would be kept on the prediction
     for factor in (0.5, 2.0):
         f, moved = factor, False
         for _ in range(VALUE_STEPS):
