@@ -3,8 +3,10 @@ one file DIR/<problem>__<pass>.py per rewrite (benchmarks/structural_h200.sh gat
 
     PYTHONPATH=src python benchmarks/structural_rewrites.py DIR [PASS,PASS,...]
 
-A PASS may be a chain `first+second` (each at its first site of the kernel the one before it
-made, as the optimize loop's composite proposals are): DIR/<problem>__first_then_second.py.
+A PASS may be a chain `first+second` (each at every site of the kernel the one before it made,
+as the optimize loop materializes a composite proposal): DIR/<problem>__first_then_second.py.
+(Before 2026-12-06 each step took its first site only: the column softmax's exp2_log2e then
+rewrote its sum walk and not its write walk, a kernel klineage never proposes.)
 A step may carry integer parameters, `split_k@split=1024` (DIR/<problem>__split_k_split1024.py)
 or `split_k@max_split=1024@programs=1056`, for a side-by-side sweep of a structural value (the
 split count, rows per program).
@@ -17,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from klineage.optimize.materialize import mechanical
 from klineage.rewrite import all_passes
 
 HELDOUT = Path(__file__).resolve().parents[1] / "src" / "klineage" / "heldout"
@@ -38,15 +41,14 @@ def main() -> None:
             for spec in name.split("+"):
                 step, *kvs = spec.split("@")
                 params = {k: int(v) for k, v in (kv.split("=") for kv in kvs)}
-                sites = passes[step].forward_sites(made)
-                if not sites:
+                if not passes[step].forward_sites(made):
                     why = f"{step}: no site"
                     break
-                r = passes[step].apply(made, sites[0], params)
-                if not r.applied or r.source is None:
-                    why = f"{step} skipped: {r.reason}"
+                m = mechanical(made, step, params)
+                if m.source is None:
+                    why = f"{step} skipped: {m.reason}"
                     break
-                made = r.source
+                made = m.source
             if why == f"{name.split('+')[0].split('@')[0]}: no site":
                 continue  # not this pass's kernel
             print(f"{problem.name}: {name} {why or 'applied'}")
