@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar, cast
 
@@ -24,6 +24,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from klineage.rewrite.memo import IdentityMemo, remember_sites
 
 T = TypeVar("T")
+N = TypeVar("N", bound=cst.CSTNode)
 
 
 class Analysed(Protocol):
@@ -277,6 +278,31 @@ def names_under(node: cst.CSTNode) -> list[str]:
 
     node.visit(V())
     return found
+
+
+class _ReadsRenamed(cst.CSTTransformer):
+    """Reads of the names in a mapping renamed (attribute and keyword names are not reads)."""
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self.names = names
+        self.keep: set[int] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.keep.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.keep.add(id(node.keyword))
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        if original.value in self.names and id(original) not in self.keep:
+            return updated.with_changes(value=self.names[original.value])
+        return updated
+
+
+def reads_renamed(node: N, names: Mapping[str, str]) -> N:
+    """node with every read of a name in `names` renamed to its value."""
+    return cast(N, node.visit(_ReadsRenamed(names)))
 
 
 def is_call_to(node: cst.CSTNode, *names: str) -> bool:

@@ -58,7 +58,7 @@ from typing import Any
 
 import libcst as cst
 
-from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, dotted, launched
+from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, dotted, launched, reads_renamed
 from klineage.rewrite.passes.block_scan_analysis import Analysis, _added, analyse
 from klineage.rewrite.passes.rows_per_program import Ctx, _triton_alias, assignments, code, names_in
 from klineage.rewrite.passes.tile_rewrite import (
@@ -78,26 +78,6 @@ from klineage.rewrite.registry import register
 # at 1024 x 65536 bf16 (expert 79), 234 -> 53 us at 128 x 131072 (expert 33: its row split),
 # 69 -> 71 us at 8192 x 8192; the serial loop 3452 -> 47 us at 256 x 65536 fp32.
 LOOP_BLOCK_N = 4096
-
-
-class _Rename(cst.CSTTransformer):
-    """Reads of `old` become `new` (attribute and keyword names are not reads)."""
-
-    def __init__(self, old: str, new: str) -> None:
-        self.old, self.new = old, new
-        self.keep: set[int] = set()
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self.keep.add(id(node.attr))
-
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
-            self.keep.add(id(node.keyword))
-
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
-        if original.value == self.old and id(original) not in self.keep:
-            return updated.with_changes(value=self.new)
-        return updated
 
 
 class _Mask(cst.CSTTransformer):
@@ -155,7 +135,7 @@ def _serial_kernel(ctx: Ctx, a: Analysis, tl_mod: str) -> tuple[cst.FunctionDef,
         inner[at:at] = [head_e]
         at += 1
     inner[at] = _line(up, f"{scan} = {tl_mod}.cumsum({v}, axis=0) + {a.acc}")
-    inner[at + 1 :] = [st.visit(_Rename(a.acc, scan)) for st in inner[at + 1 :]]  # type: ignore[misc]
+    inner[at + 1 :] = [reads_renamed(st, {a.acc: scan}) for st in inner[at + 1 :]]
     lanes = f"{tl_mod}.where({ok}, {v}, 0.0)" if a.total_read else v
     inner.append(cst.parse_statement(f"{a.acc} += {tl_mod}.sum({lanes}, axis=0)"))
     args = loop.iter.args

@@ -49,7 +49,14 @@ from typing import Any, cast
 
 import libcst as cst
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, names_under, parse
+from klineage.rewrite.base import (
+    RewritePass,
+    RewriteResult,
+    Site,
+    names_under,
+    parse,
+    reads_renamed,
+)
 from klineage.rewrite.passes.online_softmax_analysis import (
     Online,
     Pair,
@@ -116,11 +123,7 @@ def split(source: str, o: Online) -> str:
         body=[m_assign.with_changes(targets=[cst.AssignTarget(cst.Name(o.peak))])]
     )
 
-    class Rename(cst.CSTTransformer):
-        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
-            return updated.with_changes(value=o.peak) if updated.value == new else updated
-
-    ref_line = cast(cst.SimpleStatementLine, s_ref.visit(Rename()))
+    ref_line = reads_renamed(s_ref, {new: o.peak})
     sum_assign = _one(s_sum)
     assert isinstance(sum_assign, cst.Assign) and isinstance(sum_assign.value, cst.BinaryOperation)
     sum_line = cst.parse_statement(f"{o.total} += {code(sum_assign.value.right)}")

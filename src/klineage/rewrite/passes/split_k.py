@@ -211,16 +211,61 @@ def _comments(text: str) -> list[cst.EmptyLine]:
     return [cst.EmptyLine(comment=cst.Comment(f"# {x}")) for x in textwrap.wrap(text, 86)]
 
 
-def _split(a: Analysis, tr: str, p: dict[str, Any]) -> tuple[str, str]:
-    """SPLIT's expression and what the launcher comment says of it."""
+def scaled_split(params: dict[str, Any], factor: float) -> dict[str, Any]:
+    """split_k's params (split_online's too) with the split `factor` times (RewritePass.scaled):
+    a fixed int split itself, else the programs aimed at and the cap on chunks. Only these keys
+    are returned: a skill's params also describe the expert's site (its "programs" may be the
+    name `N`), which apply would refuse."""
+
+    def given(key: str, default: int) -> int:
+        v = params.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else default
+
+    if isinstance(params.get("split"), int) and not isinstance(params["split"], bool):
+        return {"split": min(65535, max(1, round(params["split"] * factor)))}
+    return {
+        "programs": max(1, round(given("programs", WAVES * SMS) * factor)),
+        "max_split": min(65535, max(1, round(given("max_split", MAX_SPLIT) * factor))),
+    }
+
+
+def split_count(
+    programs: str, k_arg: str, step_arg: str, tr: str, p: dict[str, Any]
+) -> tuple[str, str]:
+    """SPLIT's expression for a launch of `programs` programs walking `k_arg` in steps of
+    `step_arg`, and what the launcher comment says of it (split_online's too)."""
     if "split" in p:
         return str(p["split"]), "SPLIT given."
-    programs = p.get("programs", f"{WAVES} * {SMS}")
+    target_programs = p.get("programs", f"{WAVES} * {SMS}")
     cap = p.get("max_split", MAX_SPLIT)
-    value = f"max(1, min({cap}, {tr}.cdiv({programs}, {a.programs}), {tr}.cdiv({a.k_arg}, {a.step_arg})))"
-    target = f"{WAVES}x the {SMS} SMs of an H200" if "programs" not in p else f"{programs} in all"
+    value = f"max(1, min({cap}, {tr}.cdiv({target_programs}, {programs}), {tr}.cdiv({k_arg}, {step_arg})))"
+    target = (
+        f"{WAVES}x the {SMS} SMs of an H200" if "programs" not in p else f"{target_programs} in all"
+    )
     why = f"SPLIT: programs for about {target}, at most {cap} chunks, at least one step each."
     return value, why
+
+
+def params_problem(p: dict[str, Any], expressions: bool = True) -> str:
+    """Why params split, programs and max_split cannot be used ("" if they can): ints >= 1,
+    the split and the cap at most 65535 (grid axis 1); a split may be a launcher expression
+    where `expressions`."""
+    for key in ("split", "programs", "max_split"):
+        v = p.get(key)
+        ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+        ok = ok and not (key != "programs" and isinstance(v, int) and v > 65535)
+        if not ok and not (key == "split" and expressions and isinstance(v, str)):
+            return (
+                f"params['{key}']={v!r}: expected an int >= 1"
+                + (" and <= 65535 (grid axis 1)" if key != "programs" else "")
+                + (" or a launcher expression" if key == "split" and expressions else "")
+            )
+    if isinstance(p.get("split"), str):
+        try:
+            cst.parse_expression(p["split"])
+        except cst.ParserSyntaxError:
+            return f"params['split']={p['split']!r}: not an expression"
+    return ""
 
 
 def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
@@ -235,7 +280,7 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
     launcher = set(names_in(la.func)) | set(assignments(ctx.module))
     split = tile_rewrite.fresh("SPLIT", launcher)
     parts = tile_rewrite.fresh(f"{a.out}_parts", launcher)
-    value, why = _split(a, tr, p)
+    value, why = split_count(a.programs, a.k_arg, a.step_arg, tr, p)
     if isinstance(p.get("split"), str):
         bad = undefined_skip(value, ctx.module, la.func, Site("split_k", "forward", 0, 0, "", ""))
         if bad is not None:
@@ -312,44 +357,15 @@ class SplitK(ForwardOnly):
         return tile_rewrite.why_not(self, analyse, source)
 
     def scaled(self, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
-        """The split `factor` times: a fixed int split itself, else the programs aimed at and
-        the cap on chunks. Only these keys are returned: a skill's params also describe the
-        expert's site (its "programs" may be the name `N`), which apply would refuse."""
-
-        def given(key: str, default: int) -> int:
-            v = params.get(key)
-            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else default
-
-        if isinstance(params.get("split"), int) and not isinstance(params["split"], bool):
-            return {"split": min(65535, max(1, round(params["split"] * factor)))}
-        return {
-            "programs": max(1, round(given("programs", WAVES * SMS) * factor)),
-            "max_split": min(65535, max(1, round(given("max_split", MAX_SPLIT) * factor))),
-        }
+        return scaled_split(params, factor)
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         p = params or {}
 
         def run() -> RewriteResult:
-            for key in ("split", "programs", "max_split"):
-                v = p.get(key)
-                # grid axis 1 holds at most 65535 programs
-                ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
-                ok = ok and not (key != "programs" and isinstance(v, int) and v > 65535)
-                if not ok and not (key == "split" and isinstance(v, str)):
-                    return RewriteResult.skip(
-                        f"params['{key}']={v!r}: expected an int >= 1"
-                        + (" and <= 65535 (grid axis 1)" if key != "programs" else "")
-                        + (" or a launcher expression" if key == "split" else ""),
-                        site,
-                    )
-            if isinstance(p.get("split"), str):
-                try:
-                    cst.parse_expression(p["split"])
-                except cst.ParserSyntaxError:
-                    return RewriteResult.skip(
-                        f"params['split']={p['split']!r}: not an expression", site
-                    )
+            bad = params_problem(p)
+            if bad:
+                return RewriteResult.skip(bad, site)
             ctx, found = analyse(source)
             a = launched(found, site)
             if isinstance(a, RewriteResult):

@@ -40,7 +40,15 @@ from typing import Any, cast
 
 import libcst as cst
 
-from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, dotted, launched, names_under
+from klineage.rewrite.base import (
+    ForwardOnly,
+    RewriteResult,
+    Site,
+    dotted,
+    launched,
+    names_under,
+    reads_renamed,
+)
 from klineage.rewrite.passes import tile_rewrite
 from klineage.rewrite.passes.multi_row_analysis import (
     Launched,
@@ -54,13 +62,20 @@ from klineage.rewrite.passes.rows_per_program import (
     _triton_alias,
     assignments,
     bind,
+    bound_names,
     code,
     names_in,
     walk,
 )
-from klineage.rewrite.passes.split_k import MAX_SPLIT, SMS, WAVES
+from klineage.rewrite.passes.split_k import (
+    SMS,
+    WAVES,
+    params_problem,
+    scaled_split,
+    split_count,
+)
 from klineage.rewrite.passes.split_k_analysis import _pure, _statement, _torch_alias
-from klineage.rewrite.passes.tile_accumulator_analysis import Shapes
+from klineage.rewrite.passes.tile_accumulator_analysis import Shapes, last_assignment
 from klineage.rewrite.registry import register
 
 
@@ -92,13 +107,9 @@ def _header(loop: cst.For) -> tuple[str, str] | None:
 
 
 def _start(body: list[cst.BaseStatement], name: str) -> cst.BaseExpression | None:
-    """The value of the last top-level assignment of `name` in body."""
-    for st in reversed(body):
-        if isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1:
-            s = st.body[0]
-            if isinstance(s, cst.Assign) and [code(t.target) for t in s.targets] == [name]:
-                return s.value
-    return None
+    """The value `name` starts from: its last top-level assignment in body."""
+    found = last_assignment(body, name)
+    return found[1].value if found is not None else None
 
 
 def _problem(
@@ -134,7 +145,7 @@ def _problem(
     if s0 is None or not any(z in code(s0) for z in ("0.0", "zeros")) or "inf" in code(s0):
         return f"{la.kernel}: {total} does not start at 0"
     reads = set(names_under(write))
-    if not {peak, total} <= reads or {peak, total} & _bound(write):
+    if not {peak, total} <= reads or {peak, total} & bound_names(write):
         return f"{la.kernel}: the write walk does not read {peak} and {total} alone"
     if not any(
         isinstance(n, cst.Call) and dotted(n.func).split(".")[-1] == "store" for n in walk(write)
@@ -191,37 +202,12 @@ def _problem(
     return ""
 
 
-def _bound(node: cst.CSTNode) -> set[str]:
-    out: set[str] = set()
-    for n in walk(node):
-        if isinstance(n, cst.Assign | cst.AugAssign):
-            targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else [n.target]
-            out |= {code(t) for t in targets}
-    return out
-
-
 def analyse(source: str) -> tuple[Ctx, list[Analysis]]:
     return analyse_launches(source, Analysis, _problem)
 
 
-def _split(a: Analysis, tr: str, p: dict[str, Any]) -> str:
-    if isinstance(p.get("split"), int):
-        return str(p["split"])
-    programs = p.get("programs", f"{WAVES} * {SMS}")
-    cap = p.get("max_split", MAX_SPLIT)
-    return f"max(1, min({cap}, {tr}.cdiv({programs}, {a.programs}), {tr}.cdiv({a.k_arg}, {a.step_arg})))"
-
-
-class _Renamed(cst.CSTTransformer):
-    def __init__(self, names: dict[str, str]) -> None:
-        self.names = names
-
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
-        return updated.with_changes(value=self.names.get(updated.value, updated.value))
-
-
 def _renamed(e: cst.BaseExpression, names: dict[str, str]) -> str:
-    return code(cast(cst.BaseExpression, e.visit(_Renamed(names))))
+    return code(reads_renamed(e, names))
 
 
 @dataclass
@@ -341,7 +327,9 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str:
         f"{WAVES}x the {SMS} SMs of an H200 in all); {stats_name} walks each for its partial "
         f"{a.online.peak} and {a.online.total}, {la.kernel} combines them and writes its segment"
     )
-    first = cst.parse_statement(f"{split} = {_split(a, tr, p)}")
+    first = cst.parse_statement(
+        f"{split} = {split_count(a.programs, a.k_arg, a.step_arg, tr, p)[0]}"
+    )
     first = first.with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment))])
     alloc = cst.parse_statement(
         f"{workspace} = {a.torch}.empty(2 * {count}, device={a.device}, dtype={a.torch}.float32)"
@@ -391,9 +379,7 @@ class SplitOnline(ForwardOnly):
         return tile_rewrite.why_not(self, analyse, source)
 
     def scaled(self, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
-        from klineage.rewrite import all_passes
-
-        return all_passes()["split_k"].scaled(params, factor)
+        return scaled_split(params, factor)
 
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         p = params or {}
@@ -403,14 +389,9 @@ class SplitOnline(ForwardOnly):
             a = launched(found, site)
             if isinstance(a, RewriteResult):
                 return a
-            for key in ("split", "programs", "max_split"):
-                v = p.get(key)
-                if v is not None and (
-                    not isinstance(v, int) or isinstance(v, bool) or v < 1 or v > 65535
-                ):
-                    return RewriteResult.skip(
-                        f"params['{key}']={v!r}: expected an int in [1, 65535]", site
-                    )
+            bad = params_problem(p, expressions=False)
+            if bad:
+                return RewriteResult.skip(bad, site)
             out = rewrite(ctx, a, p)
             return RewriteResult(
                 True,

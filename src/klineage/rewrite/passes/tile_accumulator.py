@@ -49,6 +49,7 @@ from typing import Any, cast
 import libcst as cst
 
 from klineage.rewrite.base import RewritePass, RewriteResult, Site, names_under, parse
+from klineage.rewrite.passes import tile_rewrite
 from klineage.rewrite.passes.rows_per_program import code
 from klineage.rewrite.passes.tile_accumulator_analysis import (
     KINDS,
@@ -60,14 +61,6 @@ from klineage.rewrite.passes.tile_accumulator_analysis import (
     analyse_tiles,
 )
 from klineage.rewrite.registry import register
-
-
-def _fresh(base: str, used: set[str]) -> str:
-    name, k = base, 1
-    while name in used:
-        k += 1
-        name = f"{base}{k}"
-    return name
 
 
 def _line(text: str, comment: str = "") -> cst.SimpleStatementLine:
@@ -94,7 +87,7 @@ def _body(kdef: cst.FunctionDef, edits: dict[int, list[cst.BaseStatement]]) -> c
 def rewrite(source: str, r: Reduction) -> str:
     """The forward rewrite of one per-step reduction (module docstring)."""
     module = parse(source)
-    tile = _fresh(f"{r.acc}_tile", set(names_under(r.kdef)))  # the kernel's own scope
+    tile = tile_rewrite.fresh(f"{r.acc}_tile", set(names_under(r.kdef)))  # the kernel's own scope
     dims = ", ".join(r.shape) + ("," if len(r.shape) == 1 else "")
     reduce, combine, ident = KINDS[r.kind]
     init = _line(

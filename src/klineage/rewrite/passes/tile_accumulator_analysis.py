@@ -10,7 +10,7 @@ from typing import cast
 
 import libcst as cst
 
-from klineage.rewrite.base import dotted, names_under, parse, positions
+from klineage.rewrite.base import dotted, is_call_to, names_under, parse, positions
 from klineage.rewrite.passes.online_softmax_analysis import _kernels
 from klineage.rewrite.passes.rows_per_program import code, walk
 
@@ -251,9 +251,7 @@ def _update(stmt: cst.SimpleStatementLine) -> tuple[str, str, cst.Call] | None:
 
 
 def _is_reduce(e: cst.BaseExpression, tail: str) -> bool:
-    return (
-        isinstance(e, cst.Call) and dotted(e.func).split(".")[-1] == tail and "." in dotted(e.func)
-    )
+    return is_call_to(e, f"tl.{tail}")
 
 
 def _floaty(kdef: cst.FunctionDef, loop: Loop, acc: str, tile: cst.BaseExpression) -> bool:
@@ -266,17 +264,11 @@ def _floaty(kdef: cst.FunctionDef, loop: Loop, acc: str, tile: cst.BaseExpressio
         and tile.func.attr.value == "to"
     ) and any("float" in code(a.value) for a in tile.args):
         return True
-    body = list(kdef.body.body)
-    for st in reversed(body[: body.index(loop)]):
-        if not isinstance(st, cst.SimpleStatementLine):
-            continue
-        for s in st.body:
-            if isinstance(s, cst.Assign) and any(
-                isinstance(t.target, cst.Name) and t.target.value == acc for t in s.targets
-            ):
-                v = s.value
-                return isinstance(v, cst.Float) or "float" in code(v)
-    return False
+    body = [cast(cst.BaseStatement, st) for st in kdef.body.body]
+    start = last_assignment(body[: body.index(loop)], acc)
+    return start is not None and (
+        isinstance(start[1].value, cst.Float) or "float" in code(start[1].value)
+    )
 
 
 def analyse(source: str) -> list[Reduction | tuple[str, str]]:
@@ -354,13 +346,16 @@ class TileAccumulator:
     line: int = 0
 
 
-def _assigned(st: cst.BaseStatement, name: str) -> cst.Assign | None:
-    if isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1:
-        s = st.body[0]
-        if isinstance(s, cst.Assign) and len(s.targets) == 1:
-            t = s.targets[0].target
-            if isinstance(t, cst.Name) and t.value == name:
-                return s
+def last_assignment(
+    body: list[cst.BaseStatement], name: str
+) -> tuple[cst.SimpleStatementLine, cst.Assign] | None:
+    """The last statement of `body` that is `name = ...` alone, and its Assign (a kernel's
+    top-level statements before a loop: where a carried value starts)."""
+    for st in reversed(body):
+        if isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1:
+            s = st.body[0]
+            if isinstance(s, cst.Assign) and [code(t.target) for t in s.targets] == [name]:
+                return st, s
     return None
 
 
@@ -426,10 +421,10 @@ def _around(
         return None
     if any(o is not stmt and tile in names_under(o) for o in loop.body.body):
         return None
-    init = next((st for st in reversed(body[:i]) if _assigned(st, tile) is not None), None)
-    first = _assigned(init, tile) if init is not None else None
-    if not isinstance(init, cst.SimpleStatementLine) or first is None:
+    found = last_assignment(body[:i], tile)
+    if found is None:
         return None
+    init, first = found
     v = first.value
     if not isinstance(v, cst.Call):
         return None
