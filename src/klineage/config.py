@@ -72,6 +72,9 @@ class GateConfig(BaseModel):
     # More than this many times faster than eager PyTorch (and than torch.compile, where it was
     # timed) is flagged as suspicious.
     max_speedup_vs_reference: float = 10.0
+    # ... and the candidate runs at this fraction of the floor's speed or faster: a reference far
+    # from the floor (eager's dim-0 softmax in fp16 at 0.12%) is beaten further by sound kernels.
+    suspicious_floor_fraction: float = Field(default=0.5, ge=0, le=1)
     copy_bytes_per_s: float = H200_COPY_BYTES_PER_S
     matmul_flops_per_s: float = H200_BF16_FLOPS_PER_S
     peak_bytes_per_s: float = H200_PEAK_BYTES_PER_S

@@ -9,8 +9,9 @@ little more than an empty launch, is launch-bound: timed, shown, never evidence.
 roofline floor is the fewest bytes (inputs read once, outputs written once) over the measured
 copy bandwidth, or the problem's flop_count over the matmul rate, whichever is larger. A
 candidate under that floor computed at the datasheet peaks, or more than
-max_speedup_vs_reference times faster than eager and than torch.compile (where it was timed),
-is flagged: physics says it skipped work or cached a result.
+max_speedup_vs_reference times faster than eager and than torch.compile (where it was timed)
+while within suspicious_floor_fraction of the floor, is flagged: physics says it skipped work or
+cached a result.
 """
 
 from __future__ import annotations
@@ -282,8 +283,14 @@ def regime_row(
     # Against the faster of eager and torch.compile where both were timed: eager launching
     # several kernels on a few-microsecond regime is slow, and beating it 10x there is what
     # torch.compile does too (a naive bf16 column max, 1.6 us: 10.2x eager, 0.89x compile).
+    # Only where the candidate is near the floor (suspicious_floor_fraction of its speed or
+    # faster): a reference far from the floor is beaten further by any sound kernel (eager's
+    # softmax over dim 0 in fp16, 0.12% of the H100's floor, was beaten 199x by a split online
+    # walk still at 24%), and below that fraction the floor, which the reference process
+    # measures from the real tensors, is what bounds the work left undone.
     vs = [x for x in (row.get("speedup_vs_eager"), row.get("speedup_vs_compile")) if x]
-    if vs and min(vs) > cfg.max_speedup_vs_reference:
+    near_floor = row["pct_of_floor"] >= 100.0 * cfg.suspicious_floor_fraction
+    if vs and min(vs) > cfg.max_speedup_vs_reference and near_floor:
         than = "eager and torch.compile" if len(vs) == 2 else "eager"
         why.append(f"{min(vs):.1f}x faster than {than} (limit {cfg.max_speedup_vs_reference:g}x)")
     row["suspicious"] = why
