@@ -41,7 +41,11 @@ def load(src: str, name: str):
 
 
 def main() -> None:
-    db = sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results/issue16-2026-12-06c/call1-h100/search.db"
+    db = (
+        sys.argv[1]
+        if len(sys.argv) > 1
+        else "benchmarks/results/issue16-2026-12-06c/call1-h100/search.db"
+    )
     run = sys.argv[2] if len(sys.argv) > 2 else "8bfd"
     seqs = [int(a) for a in sys.argv[3:5]] or [2, 5]
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
