@@ -120,3 +120,58 @@ def test_does_not_apply_is_a_reason_not_an_exception() -> None:
     assert p.backward_sites("def broken(:\n") == []
     r = p.simplify("def broken(:\n", first)
     assert not r.applied and "does not parse" in r.reason
+
+
+ONLINE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def _walk(X, Y, M, ld, CHUNK: tl.constexpr):
+    lanes = tl.arange(0, CHUNK)
+    m = tl.full((1,), float("-inf"), tl.float32)
+    l = tl.full((1,), 0.0, tl.float32)
+    for r0 in range(0, M, CHUNK):
+        a = tl.load(X + (r0 + lanes) * ld, mask=r0 + lanes < M, other=float("-inf"))
+        m_new = tl.maximum(m, tl.max(a, axis=0))
+        l = l * tl.exp(m - m_new) + tl.sum(tl.exp(a - m_new), axis=0)
+        m = m_new
+    for r0 in range(0, M, CHUNK):
+        a = tl.load(X + (r0 + lanes) * ld, mask=r0 + lanes < M)
+        tl.store(Y + (r0 + lanes) * ld, tl.exp(a - m) / l, mask=r0 + lanes < M)
+"""
+
+
+def test_a_carried_rescale_keeps_log2e_factored_and_one_shot_exps_get_the_ffma() -> None:
+    """`l * exp(m - m_new)` multiplies a carried sum once a step: distributed, with FMA
+    contraction on a GPU, `m * LOG2E - m_new * LOG2E` is a rounding residue instead of 0 and the
+    sum drifts 4% over 2048 steps (an H100, 2026-12-06). Factored it is exactly 0. The
+    per-element exps (no carried name, or one read once) keep the FFMA form."""
+    p = get_pass("exp2_log2e")
+    sites = p.forward_sites(ONLINE)
+    assert [s.line for s in sites] == [13, 13, 17]
+    got = []
+    for s in sites:
+        r = p.apply(ONLINE, s)
+        assert r.applied, r.message
+        got.append(r.source)
+    k = "1.4426950408889634"
+    assert got == [
+        ONLINE.replace("tl.exp(m - m_new)", f"tl.exp2((m - m_new) * {k})"),
+        # a is loaded each step before it is read, m_new assigned before it is read: not carried
+        ONLINE.replace("tl.exp(a - m_new)", f"tl.exp2(a * {k} - m_new * {k})"),
+        # after the walk, m is read but not written by the second loop: one rounding, FFMA form
+        ONLINE.replace("tl.exp(a - m)", f"tl.exp2(a * {k} - m * {k})"),
+    ]
+
+
+def test_carried_names_through_a_named_factor_and_an_augmented_sum() -> None:
+    """`alpha = exp(m_i - m_ij)` carries m_i (read by the max before it is reassigned)."""
+    p = get_pass("exp2_log2e")
+    src = ONLINE.replace(
+        "        l = l * tl.exp(m - m_new) + tl.sum(tl.exp(a - m_new), axis=0)\n",
+        "        alpha = tl.exp(m - m_new)\n        l *= alpha\n        l += tl.sum(a, axis=0)\n",
+    )
+    first = p.forward_sites(src)[0]
+    r = p.apply(src, first)
+    assert r.applied and "tl.exp2((m - m_new) * 1.4426950408889634)" in (r.source or "")

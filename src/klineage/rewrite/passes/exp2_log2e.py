@@ -240,6 +240,92 @@ class _Source:
         return self.module.visit(_Replace(target, new)).code, _code(new)
 
 
+class _Names(cst.CSTVisitor):
+    """The variable names an expression or statement reads (not attribute or keyword names)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+
+def _names(node: cst.CSTNode | None) -> list[str]:
+    if node is None:
+        return []
+    v = _Names()
+    node.visit(v)
+    return v.names
+
+
+def _carried(loop: cst.For | cst.While) -> set[str]:
+    """Names a loop carries from one step to the next: assigned in its body and read there
+    before that (`m_new = tl.maximum(m, ...)` ... `m = m_new` carries m; `a = tl.load(...)`
+    does not carry a)."""
+    first: dict[str, str] = {}  # name -> "read" or "write", whichever its body does first
+    written: set[str] = set()
+
+    def see(reads: list[str], writes: list[str]) -> None:
+        for n in reads:
+            first.setdefault(n, "read")
+        for n in writes:
+            first.setdefault(n, "write")
+        written.update(writes)
+
+    def walk(block: cst.BaseSuite) -> None:
+        for stmt in block.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        targets = [n for t in small.targets for n in _names(t.target)]
+                        see(_names(small.value), targets)
+                    elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+                        target = _names(small.target)
+                        extra = target if isinstance(small, cst.AugAssign) else []
+                        see(extra + _names(small.value), target)
+                    else:
+                        see(_names(small), [])
+            elif isinstance(stmt, (cst.If, cst.For, cst.While)):
+                head = stmt.iter if isinstance(stmt, cst.For) else stmt.test
+                see(_names(head), _names(stmt.target) if isinstance(stmt, cst.For) else [])
+                walk(stmt.body)
+                orelse = getattr(stmt, "orelse", None)
+                while orelse is not None:
+                    if isinstance(orelse, cst.If):
+                        see(_names(orelse.test), [])
+                    walk(orelse.body)
+                    orelse = getattr(orelse, "orelse", None) if isinstance(orelse, cst.If) else None
+            else:
+                see(_names(stmt), [])
+
+    walk(loop.body)
+    return {n for n in written if first[n] == "read"}
+
+
+def _compounds(src: _Source, call: cst.Call, e: cst.BaseExpression) -> bool:
+    """Whether exp(e) sits in a loop and e reads a name the loop carries: a rescale factor
+    (`l = l * exp(m - m_new)`, `alpha = exp(m_i - m_new)`) applied once a step. Its error then
+    compounds over the steps instead of staying one rounding: with FMA contraction (Triton's
+    default on GPUs, not in the interpreter) `m * LOG2E - m_new * LOG2E` is the rounding residue
+    of `m * LOG2E`, not 0, when m == m_new: the column softmax's 2048-step walk of 32x logits
+    (m * LOG2E near 600, an fp32 ulp 6e-5 there) was 4% off on an H100 (2026-12-06;
+    benchmarks/fma_rescale.py emulates it). `(m - m_new) * LOG2E` is exactly 0 there."""
+    node: cst.CSTNode | None = src.parents.get(call)
+    while node is not None and not isinstance(node, cst.FunctionDef):
+        if isinstance(node, (cst.For, cst.While)):
+            return bool(set(_names(e)) & _carried(node))
+        node = src.parents.get(node)
+    return False
+
+
 def _inv(k: float) -> float:
     return LOG2E if k == LN2 else LN2
 
@@ -290,7 +376,9 @@ class Exp2Log2e(RewritePass):
             return call, f"{callee}({_bare(rest)})"
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Add, cst.Subtract)):
             left, cancelled, const = _scaled(ctx, e.left, k, 8)
-            if op == "exp" or cancelled is not None:  # forward always distributes (FFMA form)
+            # forward distributes (FFMA form) except in a carried rescale, where it compounds
+            distribute = op == "exp" and not _compounds(src, call, e)
+            if distribute or cancelled is not None:
                 right = _scaled(ctx, e.right, k, 9, const if op == "exp2" else None)[0]
                 sign = " - " if isinstance(e.operator, cst.Subtract) else " + "
                 return call, f"{callee}({left}{sign}{right})"
