@@ -350,7 +350,7 @@ def _scaled(
 @register
 class Exp2Log2e(RewritePass):
     NAME = "exp2_log2e"
-    DESCRIPTION = "Write exp/log as exp2/log2 with log2(e) folded into an existing scale or FFMA (x*LOG2E - m*LOG2E), saving one FP32 multiply per element before each MUFU.EX2."
+    DESCRIPTION = "Write exp/log as exp2/log2 with log2(e) folded into an existing scale or FFMA (x*LOG2E - m*LOG2E), saving one FP32 multiply per element before each MUFU.EX2; factored, (m - m_new)*LOG2E, in a loop's carried rescale, where the FMA's rounding residue would compound."
     CATEGORY = "arithmetic"
     ANCHOR = "tl.exp / tl.exp2 / tl.log / tl.log2 call in a kernel"
 
