@@ -40,3 +40,20 @@ def test_a_two_config_table_of_the_naive_gemv_is_accepted_under_each_config(tmp_
     bad.write_text(broken)
     rejected = run_gate(GEMV / "problem.py", bad, device="cpu", regimes=["cpu_fp32"])
     assert not rejected.accepted and "autotune config 2/2" in rejected.message
+
+
+def test_the_naive_column_softmax_tuned_over_its_step_is_accepted(tmp_path: Path) -> None:
+    """Its row stride scales both addresses; it was once taken for a pointer read and written,
+    so the column softmax had no config space (2026-12-06)."""
+    problem = GEMV.parent / "column_softmax"
+    p = all_passes()["tunables"]
+    [site] = p.forward_sites((problem / "naive.py").read_text())
+    configs = [{"CHUNK": 16, "num_warps": 2}, {"CHUNK": 128, "num_warps": 8}]
+    r = p.apply((problem / "naive.py").read_text(), site, {"configs": configs})
+    assert r.applied and r.source
+    cand = tmp_path / "tuned.py"
+    cand.write_text(r.source)
+    result = run_gate(problem / "problem.py", cand, device="cpu", regimes=["tiny", "ragged"])
+    assert result.accepted, result.message
+    correctness = next(s for s in result.stages if s.stage.value == "correctness")
+    assert all(o.configs_checked == 2 for o in correctness.regimes)

@@ -153,6 +153,38 @@ def test_kernels_autotune_cannot_rerun_safely_are_not_sites() -> None:
     assert all_passes()["tunables"].forward_sites(twice) == []
 
 
+STRIDED = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def col_scale(x_ptr, y_ptr, M, ld, CHUNK: tl.constexpr):
+    col = tl.program_id(0)
+    lanes = tl.arange(0, CHUNK)
+    for r0 in range(0, M, CHUNK):
+        r = r0 + lanes
+        a = tl.load(x_ptr + r * ld + col, mask=r < M)
+        tl.store((y_ptr + r * ld)[None] + col, a * 2.0, mask=r < M)
+
+
+def forward(x):
+    y = torch.empty_like(x)
+    col_scale[(x.shape[1],)](x, y, x.shape[0], x.stride(0), CHUNK=32)
+    return y
+"""
+
+
+def test_a_stride_in_both_addresses_is_not_a_pointer_read_and_written() -> None:
+    """The column softmax's naive kernel could not be tuned (2026-12-06): its row stride `ld`
+    scales both the load's and the store's offsets, and was taken for a pointer it writes."""
+    [launch] = analyse(STRIDED)
+    assert not launch.problem
+    assert [(t.name, t.value) for t in launch.tunables] == [("CHUNK", 32)]
+    [launch] = analyse(STRIDED.replace("tl.store((y_ptr", "tl.store((x_ptr"))
+    assert "writes what it reads (x_ptr)" in launch.problem
+
+
 def test_a_baseline_draw_is_seeded_and_keeps_the_current_config_first() -> None:
     [launch] = analyse(LOCALS)
     space = launch.space()

@@ -150,8 +150,18 @@ class _KernelFacts(cst.CSTVisitor):
         elif tail == "arange" and len(node.args) >= 2:
             self.aranged |= self._names(node.args[1].value) & self.params
         elif tail in ("load", "store") and node.args:
-            names = self._names(node.args[0].value) & self.params
+            names = _address_terms(node.args[0].value) & self.params
             (self.loaded if tail == "load" else self.stored).update(names)
+
+
+def _address_terms(node: cst.BaseExpression) -> set[str]:
+    """The names an address adds up: the pointer is one of them (`x_ptr + r * ld + col`: x_ptr
+    and col, not the stride ld, which only scales an offset; a pointer cannot be multiplied)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract)):
+        return _address_terms(node.left) | _address_terms(node.right)
+    if isinstance(node, cst.Subscript):  # (x_ptr + offs)[:, None]
+        return _address_terms(node.value)
+    return {node.value} if isinstance(node, cst.Name) else set()
 
 
 def _constexprs(fn: cst.FunctionDef) -> tuple[list[str], set[str]]:
