@@ -265,7 +265,8 @@ def test_backward_skips_say_why(old: str, new: str, why: str) -> None:
 
 def test_the_exp2_form_exp2_log2e_writes_is_merged_too() -> None:
     """After column_tiling and exp2_log2e (the order klineage's search kept them in on the
-    column softmax): `tl.exp2(E * C - M * C)`, the rescale in the same form."""
+    column softmax): `tl.exp2(E * C - M * C)`; the rescale keeps C factored (distributed, the
+    H100's FMA contraction made it compound: refused there, 2026-12-05 and 06)."""
     from klineage.optimize.materialize import mechanical
 
     src = (HELDOUT / "column_softmax" / "naive.py").read_text()
@@ -274,7 +275,7 @@ def test_the_exp2_form_exp2_log2e_writes_is_merged_too() -> None:
     out = rewritten(src)
     c = "1.4426950408889634"
     assert (
-        f"denom = denom * tl.exp2(peak * {c} - peak_ref * {c}) + "
+        f"denom = denom * tl.exp2((peak - peak_ref) * {c}) + "
         f"tl.sum(tl.exp2(a.to(tl.float32) * {c} - peak_ref * {c}), axis=0, keep_dims=True)"
     ) in out
     uneven = src.replace(

@@ -11,7 +11,8 @@ so x is read twice in all (this walk, then the write) instead of three times. Fo
 structure, not by names: two top-level loops of one kernel with the same header whose bodies
 are the same simple statements except the last one, the first ending `M = tl.maximum(M,
 tl.max(E, ...))` and the second `S += tl.sum(tl.exp(E - M), ...)` (or exp2_log2e's
-`tl.exp2(E * C - M * C)`, merged in that form) with the same E and the same reduction
+`tl.exp2(E * C - M * C)`, merged in that form but for the rescale, `tl.exp2((M - M_ref) * C)`:
+distributed it compounds under a GPU's FMA contraction) with the same E and the same reduction
 arguments (an axis, keep_dims: a row walk's scalar and a column tile's [1, BLOCK_N] alike).
 The two loops become one, ending
 
@@ -88,7 +89,11 @@ def rewrite(source: str, pair: Pair) -> str:
     lines = [
         f"{new} = {tl}.maximum({m}, {tl}.max({mx}))",
         f'{ref} = {tl}.where({new} == float("-inf"), 0.0, {new})',
-        f"{s} = {s} * {tl}.{fn}({m}{c} - {ref}{c}) + {tl}.sum({tl}.{fn}({e}{c} - {ref}{c}){tail})",
+        # the rescale keeps C factored: distributed, a GPU build contracts it into one FMA whose
+        # rounding residue (not 0 while the maximum holds) compounds over the steps
+        # (exp2_log2e's _compounds); the summed terms keep the one-FFMA form
+        f"{s} = {s} * {tl}.{fn}({f'({m} - {ref}){c}' if c else f'{m} - {ref}'})"
+        f" + {tl}.sum({tl}.{fn}({e}{c} - {ref}{c}){tail})",
         f"{m} = {new}",
     ]
     body = _simple(pair.first.body)
