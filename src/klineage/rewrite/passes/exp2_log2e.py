@@ -26,7 +26,15 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, dotted, is_triton_jit, parse
+from klineage.rewrite.base import (
+    RewritePass,
+    RewriteResult,
+    Site,
+    dotted,
+    is_triton_jit,
+    names_under,
+    parse,
+)
 from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
@@ -240,30 +248,8 @@ class _Source:
         return self.module.visit(_Replace(target, new)).code, _code(new)
 
 
-class _Names(cst.CSTVisitor):
-    """The variable names an expression or statement reads (not attribute or keyword names)."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.append(node.value)
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
-
-
 def _names(node: cst.CSTNode | None) -> list[str]:
-    if node is None:
-        return []
-    v = _Names()
-    node.visit(v)
-    return v.names
+    return names_under(node) if node is not None else []
 
 
 def _carried(loop: cst.For | cst.While) -> set[str]:
