@@ -195,7 +195,7 @@ def test_planted_verdicts_change_nothing(tmp_path: Path, monkeypatch: pytest.Mon
     before = _tree_digest(cache)
     for name in ("plant_cache_verdicts", "plant_then_hang"):
         r = run_gate(SOFTMAX, HOSTILE / f"{name}.py", regimes=["tiny_rows"], static_guards=False,
-                     config=GateConfig(cache=True, timeout_s=20), cache_dir=cache)  # fmt: skip
+                     config=GateConfig(cache=True, timeout_s=10), cache_dir=cache)  # fmt: skip
         assert not r.accepted
     assert _tree_digest(cache) == before
     again = run_gate(
