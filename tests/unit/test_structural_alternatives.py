@@ -76,3 +76,23 @@ def test_an_alternative_known_to_gain_less_than_the_kept_path_is_not_tried() -> 
     got = [(key, p.pass_name, p.source) for key, p in _alternatives(ctx, over, {"skill:tried"})]
     # 2.0x predicted cannot beat the 3.76x the kept rewrite measured; 5x and unknown may.
     assert got == [("skill:more", "more", naive), ("skill:unknown", "unknown", naive)]
+
+
+def test_an_unknown_alternative_far_behind_the_best_is_not_tried() -> None:
+    from klineage.optimize.structural import UNKNOWN_ALTERNATIVE_BEHIND, _alternatives
+
+    ctx = _context()
+    naive, tiled = ctx.best_source, ctx.best_source + "# tiled, split\n"
+    ctx.best_source = tiled
+    # As the column softmax on an H100 (2026-12-06): three kept steps, 26.8x over the start.
+    ctx.gains.update({sha(naive): 1.0, sha(tiled): 26.83})
+    assert UNKNOWN_ALTERNATIVE_BEHIND < 26.83
+
+    def prop(name: str, predicted: float | None) -> Proposal:
+        return Proposal(key=f"skill:{name}", label=name, materializer="mechanical",
+                        pass_name=name, predicted=predicted)  # fmt: skip
+
+    over = [(naive, prop("unknown", None)), (naive, prop("predicted_more", 30.0))]
+    got = [key for key, _ in _alternatives(ctx, over, set())]
+    # An unknown gain would have to make up 26.8x in one rewrite; a predicted 30x may.
+    assert got == ["skill:predicted_more"]

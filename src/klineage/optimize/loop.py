@@ -70,7 +70,9 @@ EventCallback = Callable[[str, Event], None]
 #    multi_row leaves a walk down a column to column_tiling; split_k's skill is written by
 #    split_online where its own shape does not fit; the tile_accumulator skill ships (the
 #    2026-12-06 H100 stores under benchmarks/results/neighbours-2026-12-06 are version 7).
-OPTIMIZE_VERSION = 8
+# 9: an alternative of unknown gain is not tried on a kernel more than 8x slower than the best
+#    (structural.UNKNOWN_ALTERNATIVE_BEHIND; the 2026-12-06 stores are version 8).
+OPTIMIZE_VERSION = 9
 
 
 class OptimizeRefused(KLineageError):

@@ -148,12 +148,21 @@ def _scaled(prop: Proposal, factor: float, before: str) -> Proposal | None:
     )
 
 
+UNKNOWN_ALTERNATIVE_BEHIND = 8.0
+"""An alternative whose gain is unknown is tried only on a kernel at most this many times slower
+than the best: one rewrite would have to make up the whole gap. On the H200 (2026-12-02) the
+tiled transpose was tried 3.76x behind and won (14.3x); on an H100 (2026-12-05, 2026-12-06)
+tile_accumulator on the naive column softmax, 26.8x behind, ran at 0.149x and 0.041x of the
+best, a gate call of the budget each time."""
+
+
 def _alternatives(
     ctx: Context, passed_over: list[tuple[str, Proposal]], tried: set[str]
 ) -> Iterator[tuple[str, Proposal]]:
     """The passed-over proposals not tried since, as proposals on the kernel each was selected
-    on; mechanical ones only, and only where its prediction there is unknown or more than the
-    best kernel has gained over that kernel since (a known smaller gain cannot win). Yields
+    on; mechanical ones only, and only where its prediction there is more than the best kernel
+    has gained over that kernel since (a known smaller gain cannot win), or unknown and the gap
+    at most UNKNOWN_ALTERNATIVE_BEHIND. Yields
     (the key it was passed over with, the alternative)."""
     from dataclasses import replace
 
@@ -165,6 +174,8 @@ def _alternatives(
             continue
         since = now / ctx.gains.get(sha(earlier), 1.0)
         if prop.predicted is not None and prop.predicted <= since:
+            continue
+        if prop.predicted is None and since > UNKNOWN_ALTERNATIVE_BEHIND:
             continue
         what = prop.what or prop.label
         yield (
