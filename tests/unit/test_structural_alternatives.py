@@ -31,6 +31,12 @@ def _until(
     raise AssertionError(f"{name} never proposed: {[p.key for p in seen]}")
 
 
+def _prop(name: str, predicted: float | None, materializer: str = "mechanical") -> Proposal:
+    """A passed-over proposal of pass `name` with its predicted gain."""
+    return Proposal(key=f"skill:{name}", label=name, materializer=materializer,
+                    pass_name=name, predicted=predicted)  # fmt: skip
+
+
 def test_a_skill_passed_over_by_a_kept_rewrite_is_tried_on_the_kernel_before_it() -> None:
     ctx = _context()
     naive = ctx.best_source
@@ -67,12 +73,8 @@ def test_an_alternative_known_to_gain_less_than_the_kept_path_is_not_tried() -> 
     ctx.best_source = packed
     ctx.gains.update({sha(naive): 1.0, sha(packed): 3.76})
 
-    def prop(name: str, predicted: float | None, materializer: str = "mechanical") -> Proposal:
-        return Proposal(key=f"skill:{name}", label=name, materializer=materializer,
-                        pass_name=name, predicted=predicted)  # fmt: skip
-
-    over = [(naive, prop("less", 2.0)), (naive, prop("more", 5.0)), (naive, prop("unknown", None)),
-            (naive, prop("by_llm", None, "llm")), (naive, prop("tried", None))]  # fmt: skip
+    over = [(naive, _prop("less", 2.0)), (naive, _prop("more", 5.0)), (naive, _prop("unknown", None)),
+            (naive, _prop("by_llm", None, "llm")), (naive, _prop("tried", None))]  # fmt: skip
     got = [(key, p.pass_name, p.source) for key, p in _alternatives(ctx, over, {"skill:tried"})]
     # 2.0x predicted cannot beat the 3.76x the kept rewrite measured; 5x and unknown may.
     assert got == [("skill:more", "more", naive), ("skill:unknown", "unknown", naive)]
@@ -88,11 +90,7 @@ def test_an_unknown_alternative_far_behind_the_best_is_not_tried() -> None:
     ctx.gains.update({sha(naive): 1.0, sha(tiled): 26.83})
     assert UNKNOWN_ALTERNATIVE_BEHIND < 26.83
 
-    def prop(name: str, predicted: float | None) -> Proposal:
-        return Proposal(key=f"skill:{name}", label=name, materializer="mechanical",
-                        pass_name=name, predicted=predicted)  # fmt: skip
-
-    over = [(naive, prop("unknown", None)), (naive, prop("predicted_more", 30.0))]
+    over = [(naive, _prop("unknown", None)), (naive, _prop("predicted_more", 30.0))]
     got = [key for key, _ in _alternatives(ctx, over, set())]
     # An unknown gain would have to make up 26.8x in one rewrite; a predicted 30x may.
     assert got == ["skill:predicted_more"]
