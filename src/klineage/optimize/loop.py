@@ -72,7 +72,9 @@ EventCallback = Callable[[str, Event], None]
 #    2026-12-06 H100 stores under benchmarks/results/neighbours-2026-12-06 are version 7).
 # 9: an alternative of unknown gain is not tried on a kernel more than 8x slower than the best
 #    (structural.UNKNOWN_ALTERNATIVE_BEHIND; the 2026-12-06 stores are version 8).
-OPTIMIZE_VERSION = 9
+# 10: tile_online writes the tile_accumulator skill on an online softmax walk (OTHER_FORMS);
+#    the 2026-12-07 stores are version 9.
+OPTIMIZE_VERSION = 10
 
 
 class OptimizeRefused(KLineageError):

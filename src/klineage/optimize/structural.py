@@ -18,7 +18,8 @@ def structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Prop
     kept: a structural rewrite changes what the others find and what their conditions read
     (column tiling turns 384 column programs into 3, where a split over rows is then what the
     GPU needs; split first, the tiling finds no place). Within one retrieval, the skills judged
-    on the program count (RewritePass.BY_PROGRAMS) come after those that reshape the grid.
+    on the program count (RewritePass.BY_PROGRAMS) come after those that reshape the grid, and
+    those that change only how one program walks its tile (RewritePass.IN_PROGRAM) last.
 
     A reshaping rewrite that was correct but not faster is followed by itself and, in the same
     candidate, the program-count skills its kernel now meets: on the H200 (2026-12-03) the
@@ -39,7 +40,9 @@ def structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Prop
     while True:
         source = ctx.best_source
         ranked = [r for r in retrieved(ctx, ignore_conditions) if r.selected and is_structural(r)]
-        ranked.sort(key=spreads)
+        ranked.sort(
+            key=lambda r: (passes[r.pass_name or r.skill.rewrite.pass_name].IN_PROGRAM, spreads(r))
+        )
         fresh = [(r, skill_proposal(r, tag)) for r in ranked]
         fresh = [(r, p) for r, p in fresh if p.key not in tried]
         for i, (r, prop) in enumerate(fresh):

@@ -94,6 +94,10 @@ class RewritePass(ABC):
     # (rewrite/grid.py), and retrieval tries it after the structural skills that reshape the
     # grid, on the kernel they leave (optimize/policies.py).
     BY_PROGRAMS: ClassVar[bool] = False
+    # It changes how one program walks its tile, not the grid (tile_accumulator, tile_online):
+    # tried after the rewrites that set the grid, since a split over programs finds no place in
+    # a walk it rewrote (split_online needs the online walk's four statements in its loop).
+    IN_PROGRAM: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Sites depend only on the pass and the source (passes hold no state): remembered per

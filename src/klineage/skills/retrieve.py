@@ -34,7 +34,14 @@ from klineage.skills.model import Condition, Skill
 # split_k's skill (a long serial walk split over more programs, partials combined; its
 # condition on the program count) is written by split_online where the walk is an online
 # softmax walk followed by a write walk, which split_k's single-accumulator shape does not fit.
-OTHER_FORMS = {"rows_per_program": "multi_row", "split_k": "split_online"}
+# tile_accumulator's (a loop's per-step reduction kept per element of the tile, learned from the
+# colsum expert) is written by tile_online on an online softmax walk, whose running maximum and
+# rescaled sum are a pair no single accumulator update matches.
+OTHER_FORMS = {
+    "rows_per_program": "multi_row",
+    "split_k": "split_online",
+    "tile_accumulator": "tile_online",
+}
 
 
 @dataclass

@@ -156,6 +156,7 @@ class TileAccumulatorPass(RewritePass):
     )
     CATEGORY = "parallelism"
     STRUCTURAL = True
+    IN_PROGRAM = True
     ANCHOR = "a loop's per-step `total += tl.sum(tile, axis)` (tl.maximum(m, tl.max(...)))"
 
     def _sites(
