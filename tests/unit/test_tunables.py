@@ -416,3 +416,28 @@ def test_two_sizes_sharing_one_literal_in_the_grid_are_not_lifted_apart() -> Non
         {"configs": [{"BLOCK_M": 16, "BLOCK_N": 128, "num_warps": 4}]},
     )
     assert 'triton.cdiv(M, META["BLOCK_M"]), triton.cdiv(N, META["BLOCK_N"])' in out
+
+
+def test_two_launches_of_one_space_share_one_table_and_the_label_names_both() -> None:
+    """split_online's stats and write kernels have the same sizes, warps and stages: one
+    proposal tables both (one gate call), says so, and leaves no second proposal that would
+    find no place; the table's rewrite touches only the kernels it names."""
+    from pathlib import Path
+
+    from klineage.optimize.materialize import mechanical
+    from klineage.optimize.policies import Context, tuning_proposals
+    from klineage.skills.library import load_library
+    from tests.unit.rewrite.test_split_online import online, split
+
+    skills, _ = load_library(None)
+    source = split(online(tiled=True))
+    ctx = Context(Path("heldout/column_softmax/problem.py"), Path("naive.py"), "cuda", skills,
+                  False, 0, {}, best_source=source, configs=16)  # fmt: skip
+    (prop,) = list(tuning_proposals(ctx, prior=True))
+    assert prop.params["kernels"] == ["softmax_down_stats", "softmax_down"]
+    assert prop.label.startswith("tunables of softmax_down_stats and softmax_down (16 configs)")
+    both = mechanical(source, "tunables", prop.params).source
+    assert both is not None and both.count("@triton.autotune(") == 2
+    one = mechanical(source, "tunables", {**prop.params, "kernels": ["softmax_down"]}).source
+    assert one is not None and one.count("@triton.autotune(") == 1
+    assert one.index("@triton.autotune(") > one.index("def softmax_down_stats(")

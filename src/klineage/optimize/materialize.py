@@ -149,7 +149,11 @@ def _mechanical(source: str, pass_name: str, params: SiteParams | None) -> Mater
     p: RewritePass | None = all_passes().get(pass_name)
     if p is None:
         return Materialized(None, f"rewrite pass {pass_name!r} is not registered here")
-    sites = p.forward_sites(source)[:MAX_SITES]
+    sites = p.forward_sites(source)
+    only = (params or {}).get("kernels")
+    if isinstance(only, list):  # a proposal for some kernels (a tunables table): their sites
+        sites = [s for s in sites if s.params.get("kernel") in only]
+    sites = sites[:MAX_SITES]
     if not sites:
         return Materialized(None, f"{pass_name}: no place to add it in the target ({p.ANCHOR})")
     kept, notes = adapt_params(params or {}, source)

@@ -141,10 +141,16 @@ def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
     if ctx.device != "cuda":
         return  # nothing is timed on the CPU: a space has nothing to choose by
     experts = expert_configs(ctx.skills) if prior else []
+    # Launches with one space (split_online's stats and write kernels: the same sizes, warps,
+    # stages) share one table in one gate call, and the label names each kernel it tables.
+    groups: dict[str, list[Any]] = {}
     for launch in analyse(ctx.best_source):
         space = launch.space() if not launch.problem else []
-        if len(space) < 2:
-            continue
+        if len(space) >= 2:
+            groups.setdefault(repr(space), []).append(launch)
+    for same in groups.values():
+        launch, space = same[0], same[0].space()
+        kernels = [x.kernel for x in same]
         if prior:
             dot = "tl.dot" in ctx.best_source
             configs, note = nearest_configs(launch, experts, ctx.configs, dot=dot, space=space)
@@ -153,13 +159,13 @@ def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
                 draw(space, ctx.configs, _seed(ctx)),
                 f"drawn at random from {len(space)}",
             )
-        what = f"tunables of {launch.kernel} ({len(configs)} configs)"
+        what = f"tunables of {' and '.join(kernels)} ({len(configs)} configs)"
         yield Proposal(
-            key=f"tunables:{launch.kernel}:{'prior' if prior else 'draw'}:{len(configs)}",
+            key=f"tunables:{'+'.join(kernels)}:{'prior' if prior else 'draw'}:{len(configs)}",
             label=f"{what}: {note}",
             materializer="mechanical",
             pass_name="tunables",
-            params={"configs": configs},
+            params={"configs": configs, "kernels": kernels},
             what=what,
         )
 
