@@ -4,16 +4,14 @@ first segments only, the maximum in the last row), and the CPU gate accepts it."
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
-import torch
 
 from klineage.config import GateConfig
 from klineage.gate import run_gate
-from tests.conftest import in_gated_folder, interpreted
-from tests.interp.test_split_online import PROBLEM, RUN, _columns
+from tests.conftest import in_gated_folder
+from tests.interp.test_split_online import PROBLEM, _columns, assert_softmax_down
 from tests.unit.rewrite.test_split_online import online, split
 from tests.unit.rewrite.test_tile_online import forward
 
@@ -24,17 +22,9 @@ pytestmark = pytest.mark.interpreter
 def test_the_tile_online_walk_gives_the_softmax_down_the_columns(
     segments: int, tmp_path: Path
 ) -> None:
-    source = forward(split(online(tiled=True), {"split": segments}))
-    path, data = tmp_path / "tile_online.py", tmp_path / "x.pt"
-    path.write_text(source, encoding="utf-8")
     x = _columns()
     x[5, 0] = x[6, 0] = x[:, 0].max()  # a tie for the column's maximum: both add exp(0)
-    torch.save(x, data)
-    rows = interpreted(RUN, str(path), str(data))
-    got = torch.tensor([[math.nan if v is None else v for v in row] for row in rows])
-    want = torch.softmax(x.double(), dim=0).float()
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
-    assert got[:, 1].isnan().all() and not got[:, [0, 2, 3, 4]].isnan().any()
+    assert_softmax_down(forward(split(online(tiled=True), {"split": segments})), x, tmp_path)
 
 
 def test_the_gate_accepts_the_tile_online_column_softmax() -> None:

@@ -77,6 +77,7 @@ from klineage.rewrite.passes.online_softmax_analysis import (
     analyse_online,
 )
 from klineage.rewrite.passes.rows_per_program import code
+from klineage.rewrite.passes.tile_accumulator import _body, _line
 from klineage.rewrite.passes.tile_accumulator_analysis import Shapes, _reduce_args
 from klineage.rewrite.registry import register
 
@@ -151,13 +152,6 @@ def analyse(source: str) -> list[OnlineTile | tuple[str, str]]:
     return out
 
 
-def _line(text: str, comment: str = "") -> cst.SimpleStatementLine:
-    st = cast(cst.SimpleStatementLine, cst.parse_statement(text + "\n"))
-    if comment:
-        st = st.with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(f"# {comment}"))])
-    return st
-
-
 def rewrite(source: str, s: OnlineTile) -> str:
     """The forward rewrite (module docstring)."""
     module = parse(source)
@@ -203,10 +197,7 @@ def rewrite(source: str, s: OnlineTile) -> str:
     loop = s.loop.with_changes(
         body=cast(cst.IndentedBlock, s.loop.body).with_changes(body=[*body[:-4], *step])
     )
-    out: list[cst.BaseStatement] = []
-    for st in s.kdef.body.body:
-        out += [*init, loop, *after] if st is s.loop else [cast(cst.BaseStatement, st)]
-    kdef = s.kdef.with_changes(body=s.kdef.body.with_changes(body=out))
+    kdef = _body(s.kdef, {id(s.loop): [*init, loop, *after]})
     return module.deep_replace(s.kdef, kdef).code  # type: ignore[union-attr]
 
 
