@@ -11,5 +11,4 @@ if ! command -v bwrap >/dev/null && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
-git rev-parse HEAD > "$R/commit.txt" 2>/dev/null || true
 python3 benchmarks/tile_online_side_by_side.py ${STORE:+--store "$STORE"} --out "$R" 2>&1 | tee "$R/log.txt" | tail -60
