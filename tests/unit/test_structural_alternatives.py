@@ -94,3 +94,32 @@ def test_an_unknown_alternative_far_behind_the_best_is_not_tried() -> None:
     got = [key for key, _ in _alternatives(ctx, over, set())]
     # An unknown gain would have to make up 26.8x in one rewrite; a predicted 30x may.
     assert got == ["skill:predicted_more"]
+
+
+def test_tile_online_comes_after_the_split_it_would_hide() -> None:
+    """IN_PROGRAM: on the column softmax, tile_online (how one program walks its tile) has a
+    site in the merged walk before the split, and split_online finds none in a walk it rewrote;
+    it is proposed after the split, on the stats kernel (kept there on an H100, 2026-12-07)."""
+    ctx = heldout_context("column_softmax", ("tall_fp16", "wide_bf16"))
+    proposals = get_policy("klineage").proposals(ctx)
+    names = []
+    for prop in proposals:
+        names.append(prop.pass_name)
+        made = mechanical(prop.source or ctx.best_source, prop.pass_name or "", prop.params,
+                          then=prop.then).source  # fmt: skip
+        assert made is not None, prop.key
+        if prop.pass_name == "online_softmax":
+            assert mechanical(made, "tile_online").source is not None  # a site before the split
+            assert (
+                mechanical(mechanical(made, "tile_online").source or "", "split_online").source
+                is None
+            )
+        if prop.pass_name == "tile_online":
+            assert "def softmax_down_stats(" in ctx.best_source and "_tile = tl.full((" in made
+            break
+        ctx.last_accepted = True
+        if "*" not in prop.key:  # every rewrite kept, its neighbours not
+            ctx.best_source = made
+            ctx.gains[sha(made)] = 2.0 * (len(ctx.gains) + 1)
+    assert names[:3] == ["column_tiling", "online_softmax", "split_online"], names
+    assert names[-1] == "tile_online", names
