@@ -285,7 +285,7 @@ def regime_row(
     # torch.compile does too (a naive bf16 column max, 1.6 us: 10.2x eager, 0.89x compile).
     # Only where the candidate is near the floor (suspicious_floor_fraction of its speed or
     # faster): a reference far from the floor is beaten further by any sound kernel (eager's
-    # softmax over dim 0 in fp16, 0.12% of the H100's floor, was beaten 199x by a split online
+    # softmax over dim 0 in fp16, 0.12% of the floor on an H100, was beaten 199x by a split online
     # walk still at 24%), and below that fraction the floor, which the reference process
     # measures from the real tensors, is what bounds the work left undone.
     vs = [x for x in (row.get("speedup_vs_eager"), row.get("speedup_vs_compile")) if x]
