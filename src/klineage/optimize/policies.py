@@ -143,14 +143,13 @@ def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
     experts = expert_configs(ctx.skills) if prior else []
     # Launches with one space (split_online's stats and write kernels: the same sizes, warps,
     # stages) share one table in one gate call, and the label names each kernel it tables.
-    groups: dict[str, list[Any]] = {}
+    groups: dict[str, tuple[list[dict[str, int]], list[Any]]] = {}
     for launch in analyse(ctx.best_source):
         space = launch.space() if not launch.problem else []
         if len(space) >= 2:
-            groups.setdefault(repr(space), []).append(launch)
-    for same in groups.values():
-        launch, space = same[0], same[0].space()
-        kernels = [x.kernel for x in same]
+            groups.setdefault(repr(space), (space, []))[1].append(launch)
+    for space, same in groups.values():
+        launch, kernels = same[0], [x.kernel for x in same]
         if prior:
             dot = "tl.dot" in ctx.best_source
             configs, note = nearest_configs(launch, experts, ctx.configs, dot=dot, space=space)

@@ -13,6 +13,11 @@ from klineage.optimize.policies import Context, Proposal, retrieved, skill_propo
 from klineage.rewrite import all_passes
 
 
+def _writer(r: Any, passes: dict[str, Any]) -> Any:
+    """The pass that writes a retrieved skill: its own, or another form's (retrieve.OTHER_FORMS)."""
+    return passes[r.pass_name or r.skill.rewrite.pass_name]
+
+
 def structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Proposal]:
     """The selected structural skills, retrieved again on the best kernel each time one is
     kept: a structural rewrite changes what the others find and what their conditions read
@@ -32,7 +37,7 @@ def structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Prop
     passes = all_passes()
 
     def spreads(r: Any) -> bool:
-        return passes[r.pass_name or r.skill.rewrite.pass_name].BY_PROGRAMS
+        return _writer(r, passes).BY_PROGRAMS
 
     tried: set[str] = set()
     # Selected on a kernel a later structural rewrite replaced: (that kernel, the proposal).
@@ -40,9 +45,7 @@ def structural_proposals(ctx: Context, ignore_conditions: bool) -> Iterator[Prop
     while True:
         source = ctx.best_source
         ranked = [r for r in retrieved(ctx, ignore_conditions) if r.selected and is_structural(r)]
-        ranked.sort(
-            key=lambda r: (passes[r.pass_name or r.skill.rewrite.pass_name].IN_PROGRAM, spreads(r))
-        )
+        ranked.sort(key=lambda r: (_writer(r, passes).IN_PROGRAM, spreads(r)))
         fresh = [(r, skill_proposal(r, tag)) for r in ranked]
         fresh = [(r, p) for r, p in fresh if p.key not in tried]
         for i, (r, prop) in enumerate(fresh):
@@ -273,6 +276,6 @@ def _composite_follows(ctx: Context, prop: Proposal) -> bool:
         return False
 
     def spreads(r: Any) -> bool:
-        return passes[r.pass_name or r.skill.rewrite.pass_name].BY_PROGRAMS
+        return _writer(r, passes).BY_PROGRAMS
 
     return next(_with_spread(ctx, prop, False, spreads), None) is not None

@@ -99,6 +99,22 @@ class Shapes:
         """Whether a dimension is known when the kernel is compiled (tl.full needs it)."""
         return dim.isdigit() or dim in self.constexpr
 
+    def tile(self, e: cst.BaseExpression, axis: int) -> Shape | str:
+        """The shape of `e`, reduced along `axis`, as an accumulator of its shape needs it
+        (stated by the code, more than one element along the axis, every dimension known at
+        compile time), or why not."""
+        shape = self.of(e)
+        if not shape:
+            return (
+                "the reduced value's shape is not known statically (tl.arange, [:, None], tl.load)"
+            )
+        if not -len(shape) <= axis < len(shape) or shape[axis] == "1":
+            return f"axis {axis} of a {list(shape)} tile reduces nothing"
+        unknown = [d for d in shape if not self.constant(d)]
+        if unknown:
+            return f"the tile's dimension {unknown[0]} is not a tl.constexpr (tl.full needs it)"
+        return shape
+
     def _name(self, name: str) -> Shape | None:
         if name in self.params or (name in self.loop_indices and name not in self.values):
             return ()
@@ -313,14 +329,9 @@ def _why_not(
     for other in loop.body.body:
         if other is not stmt and acc in names_under(other):
             return f"{acc} is used elsewhere in the loop (its per-step value is needed)"
-    shape = shapes.of(tile)
-    if not shape:
-        return "the reduced value's shape is not known statically (tl.arange, [:, None], tl.load)"
-    if not -len(shape) <= axis < len(shape) or shape[axis] == "1":
-        return f"axis {axis} of a {list(shape)} tile reduces nothing"
-    unknown = [d for d in shape if not shapes.constant(d)]
-    if unknown:
-        return f"the tile's dimension {unknown[0]} is not a tl.constexpr (tl.full needs it)"
+    shape = shapes.tile(tile, axis)
+    if isinstance(shape, str):
+        return shape
     if not _floaty(kdef, loop, acc, tile):
         return f"nothing says {acc} is a float (an integer total would change type)"
     return tile, shape

@@ -91,7 +91,6 @@ class OnlineTile:
     loop: cst.For
     peak: str
     total: str
-    new: str
     ref: str
     value: cst.BaseExpression  # E
     shape: tuple[str, ...]
@@ -127,16 +126,10 @@ def _site(o: Online, shapes: Shapes) -> OnlineTile | str:
     reduced = _reduce_args(cast(cst.Call, _tail(maximum.args[1].value, "max")))
     if reduced is None:
         return "the reduction's axis is not an int literal (or it has other arguments)"
-    axis = reduced[1]
-    shape = shapes.of(value)
-    if not shape:
-        return "the walk's tile has no shape the code states (tl.arange, [:, None], tl.load)"
-    if not -len(shape) <= axis < len(shape) or shape[axis] == "1":
-        return f"axis {axis} of a {list(shape)} tile reduces nothing"
-    unknown = [d for d in shape if not shapes.constant(d)]
-    if unknown:
-        return f"the tile's dimension {unknown[0]} is not a tl.constexpr (tl.full needs it)"
-    return OnlineTile(o.kernel, o.kdef, o.loop, peak, o.total, new, ref, value, shape, tl, o.line)
+    shape = shapes.tile(value, reduced[1])
+    if isinstance(shape, str):
+        return shape
+    return OnlineTile(o.kernel, o.kdef, o.loop, peak, o.total, ref, value, shape, tl, o.line)
 
 
 def analyse(source: str) -> list[OnlineTile | tuple[str, str]]:
