@@ -74,7 +74,10 @@ EventCallback = Callable[[str, Event], None]
 #    (structural.UNKNOWN_ALTERNATIVE_BEHIND; the 2026-12-06 stores are version 8).
 # 10: tile_online writes the tile_accumulator skill on an online softmax walk (OTHER_FORMS);
 #    the 2026-12-07 stores are version 9.
-OPTIMIZE_VERSION = 10
+# 11: split_scan's two kernels take one step (SCAN_STEP, widened to 4096 where the kernel
+#    allows any) that tunables cannot table apart per kernel, and its segment count has half
+#    and double values; the stores up to 2026-12-07 (second session) are version 10.
+OPTIMIZE_VERSION = 11
 
 
 class OptimizeRefused(KLineageError):

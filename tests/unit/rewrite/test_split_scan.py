@@ -56,12 +56,11 @@ import triton.language as tl
 
 
 @triton.jit
-def prefix_scan_row(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr, totals, n_seg, seg_steps, SEG_P2: tl.constexpr, HAS_PREFIX: tl.constexpr):
+def prefix_scan_row(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr, totals, n_seg, seg_len, SEG_P2: tl.constexpr, HAS_PREFIX: tl.constexpr):
     """y[r, :] = cumsum(x[r, :]), one program per row r, BLOCK columns a step."""
-    # split_scan: program (i, s) runs segment s of the loop over n_cols (seg_steps steps of
-    # BLOCK), total started from the fp32 totals of segments 0..s-1
+    # split_scan: program (i, s) runs segment s of the loop over n_cols (seg_len elements,
+    # whole steps of BLOCK), total started from the fp32 totals of segments 0..s-1
     seg = tl.program_id(1)
-    seg_len = seg_steps * BLOCK
     r = tl.program_id(0).to(tl.int64)
     total = 0.0  # the row's sum so far, in fp32
     # split_scan: the totals of the segments before this one, added in segment order
@@ -79,12 +78,11 @@ def prefix_scan_row(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr, totals, n
 
 
 @triton.jit
-def _split_scan_totals_prefix_scan_row(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr, totals, n_seg, seg_steps):
+def _split_scan_totals_prefix_scan_row(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr, totals, n_seg, seg_len):
     """split_scan's first kernel: totals[i, s] = the fp32 sum of what prefix_scan_row's loop
     adds to total over segment s of row i (program (i, s)), from the statements that value
     depends on."""
     seg = tl.program_id(1)
-    seg_len = seg_steps * BLOCK
     r = tl.program_id(0).to(tl.int64)
     total = 0.0  # the row's sum so far, in fp32
     for c in tl.range(seg * seg_len, tl.minimum(seg * seg_len + seg_len, n_cols), BLOCK, num_stages=2):
@@ -97,14 +95,17 @@ def _split_scan_totals_prefix_scan_row(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.c
 
 def row_cumsum(x):
     y = torch.empty_like(x)
-    # split_scan: each row's loop over x.shape[1] split into SEG segments of seg_steps steps
-    # over a second grid axis; _split_scan_totals_prefix_scan_row writes each segment's fp32
-    # total to seg_totals, from which a segment's scan starts (none when SEG == 1). SEG:
-    # about 8 programs for each of the 132 SMs of an H200, at least one step and at most 64
-    # segments a row.
-    SEG = max(1, min(triton.cdiv(8 * 132, max(1, x.shape[0])), triton.cdiv(x.shape[1], 1024), 64))
-    seg_steps = max(1, triton.cdiv(triton.cdiv(x.shape[1], 1024), SEG))
-    SEG = max(1, triton.cdiv(triton.cdiv(x.shape[1], 1024), seg_steps))
+    # split_scan: each row's loop over x.shape[1] split into SEG segments of seg_len
+    # elements (whole steps of SCAN_STEP) over a second grid axis;
+    # _split_scan_totals_prefix_scan_row writes each segment's fp32 total to seg_totals,
+    # from which a segment's scan starts (none when SEG == 1). SEG: about 8 programs for
+    # each of the 132 SMs of an H200, at least one step and at most 64 segments a row.
+    # SCAN_STEP: the step of both kernels, at least 1024 and up to 4096 elements (the row's
+    # next power of two if shorter).
+    SCAN_STEP = max(1024, min(4096, triton.next_power_of_2(x.shape[1])))
+    SEG = max(1, min(triton.cdiv(8 * 132, max(1, x.shape[0])), triton.cdiv(x.shape[1], SCAN_STEP), 64))
+    seg_len = SCAN_STEP * max(1, triton.cdiv(triton.cdiv(x.shape[1], SCAN_STEP), SEG))
+    SEG = max(1, triton.cdiv(x.shape[1], seg_len))
     seg_totals = torch.empty((x.shape[0], SEG), dtype=torch.float32, device=y.device)
     if SEG > 1:
         _split_scan_totals_prefix_scan_row[(x.shape[0], SEG)](
@@ -112,20 +113,20 @@ def row_cumsum(x):
             y,
             x.shape[1],
             x.stride(0),
-            BLOCK=1024,
+            BLOCK=SCAN_STEP,
             totals=seg_totals,
             n_seg=SEG,
-            seg_steps=seg_steps,
+            seg_len=seg_len,
         )
     prefix_scan_row[(x.shape[0], SEG)](
         x,
         y,
         x.shape[1],
         x.stride(0),
-        BLOCK=1024,
+        BLOCK=SCAN_STEP,
         totals=seg_totals,
         n_seg=SEG,
-        seg_steps=seg_steps,
+        seg_len=seg_len,
         SEG_P2=triton.next_power_of_2(SEG),
         HAS_PREFIX=SEG > 1,
     )
@@ -148,14 +149,14 @@ def test_golden_prefix_cumsum_at_the_default_segments() -> None:
 
 
 def test_segments_given_as_an_int_or_a_launcher_expression() -> None:
-    default = "    SEG = max(1, min(triton.cdiv(8 * 132, max(1, x.shape[0])), triton.cdiv(x.shape[1], 1024), 64))\n"
+    default = "    SEG = max(1, min(triton.cdiv(8 * 132, max(1, x.shape[0])), triton.cdiv(x.shape[1], SCAN_STEP), 64))\n"
     out = rewritten(PREFIX, segments=4)
     # the kernels as at the default; the launcher's first SEG is the one given
     cut = "    SEG = max(1, triton.cdiv("
     assert out[out.index(cut) :] == PREFIX_AFTER[PREFIX_AFTER.index(cut) :]
     kernels = PREFIX_AFTER[: PREFIX_AFTER.index("    # split_scan: each row")]
     assert out.startswith(kernels)
-    assert "    SEG = 4\n" in out and default not in out and " given.\n" in out
+    assert "    SEG = 4\n" in out and default not in out and " SEG given. " in out
     out = rewritten(PREFIX, segments="min(8, x.shape[1] // 4096 + 1)")
     assert "    SEG = min(8, x.shape[1] // 4096 + 1)\n" in out
     (site,) = PASS.forward_sites(PREFIX)
@@ -199,7 +200,11 @@ def test_the_held_out_reverse_cumsum_naive_is_a_site() -> None:
         "    tl.store(totals + tl.program_id(0).to(tl.int64) * n_seg + seg, carried)",
         "        SEG = 3",
         "        seg_totals = torch.empty((rows, SEG), dtype=torch.float32, device=y.device)",
-        "            _split_scan_totals_suffix_scan_row[(rows, SEG)](x, y, n, x.stride(0), CHUNK=64, totals=seg_totals, n_seg=SEG, seg_steps=seg_steps)",
+        "            _split_scan_totals_suffix_scan_row[(rows, SEG)](x, y, n, x.stride(0), CHUNK=SCAN_STEP, totals=seg_totals, n_seg=SEG, seg_len=seg_len)",
+        # CHUNK is free (the loop's step and every tl.arange's extent, loads and stores
+        # masked): the walk widens from the naive's 64 to the expert's 4096-element tile
+        "        SCAN_STEP = max(64, min(4096, triton.next_power_of_2(n)))",
+        "        seg_len = SCAN_STEP * max(1, triton.cdiv(triton.cdiv(n, SCAN_STEP), SEG))",
     ]:
         assert line in out, line
     totals = out[out.index("def _split_scan_totals_") : out.index("class ModelNew")]
@@ -219,7 +224,8 @@ def test_block_scans_looped_cumsum_is_a_site() -> None:
     out = rewritten(looped.source)
     for line in [
         "    for start in range(seg * seg_len, tl.minimum(seg * seg_len + seg_len, n_cols), BLOCK_N):",
-        "    SEG = max(1, min(triton.cdiv(8 * 132, max(1, x2.shape[0])), triton.cdiv(n_cols, BLOCK_N), 64))",
+        "    SCAN_STEP = max(BLOCK_N, min(4096, triton.next_power_of_2(n_cols)))",
+        "    SEG = max(1, min(triton.cdiv(8 * 132, max(1, x2.shape[0])), triton.cdiv(n_cols, SCAN_STEP), 64))",
         "    seg_totals = torch.empty((x2.shape[0], SEG), dtype=torch.float32, device=y2.device)",
         "        HAS_PREFIX=SEG > 1,",
     ]:
@@ -302,3 +308,74 @@ def test_what_it_cannot_prove_is_skipped_with_the_reason(
 def test_the_cases_kernel_without_a_change_is_a_site() -> None:
     # the kernel the cases above change, unchanged: each skip is the change's
     assert len(PASS.forward_sites(HEAD + OK + TAIL)) == 1
+
+
+# -- the step both kernels take (SCAN_STEP) ------------------------------------------------
+
+
+def test_a_free_step_widens_to_the_chunk_and_chunk_0_keeps_it() -> None:
+    wide = rewritten(PREFIX)
+    assert "    SCAN_STEP = max(1024, min(4096, triton.next_power_of_2(x.shape[1])))\n" in wide
+    assert "    SCAN_STEP = max(1024, min(8192, " in rewritten(PREFIX, chunk=8192)
+    kept = rewritten(PREFIX, chunk=0)
+    assert "    SCAN_STEP = 1024\n" in kept and "4096" not in kept
+    # either way both launches pass the one local, and nothing else passes the step
+    for out in (wide, kept):
+        assert out.count("        BLOCK=SCAN_STEP,\n") == 2 and "BLOCK=1024" not in out
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the step read besides the loop's step and the tl.arange extent
+        ("        ok = cols < n_cols\n", "        ok = (cols < n_cols) & (cols < c + BLOCK)\n"),
+        # another tl.arange extent in the kernel
+        ("        ok = cols < n_cols\n", "        ok = cols < n_cols + 0 * tl.arange(0, 8)[0]\n"),
+        # an unmasked store: right only where each step ends inside the row
+        ("y.to(y_ptr.dtype.element_ty), mask=ok)", "y.to(y_ptr.dtype.element_ty))"),
+    ],
+    ids=["read-elsewhere", "other-arange", "unmasked"],
+)
+def test_a_step_that_is_not_free_is_kept(old: str, new: str) -> None:
+    source = PREFIX.replace(old, new)
+    assert source != PREFIX
+    (site,) = PASS.forward_sites(source)
+    r = PASS.apply(source, site)
+    assert r.applied and r.source is not None, r.reason
+    assert "    SCAN_STEP = 1024\n" in r.source and "min(4096" not in r.source
+
+
+def test_tunables_tables_no_step_of_the_split_kernels() -> None:
+    """The segments are whole steps of SCAN_STEP: a step tabled apart in each kernel would let
+    the two autotuners split a row two ways (as the 2026-12-06 H200 run's table could).
+    Both kernels keep their warps and stages to tune."""
+    tun = all_passes()["tunables"]
+    for out in (rewritten(PREFIX), rewritten(PREFIX, chunk=0)):
+        sites = tun.forward_sites(out)
+        assert {s.params["kernel"] for s in sites} == {
+            "prefix_scan_row",
+            "_split_scan_totals_prefix_scan_row",
+        }
+        for s in sites:
+            assert set(s.params["current"]) == {"num_warps", "num_stages"}, s.params
+
+
+def test_scaled_segments() -> None:
+    assert PASS.scaled({}, 2.0) == {"programs_per_sm": 16, "max_segments": 128}
+    assert PASS.scaled({"programs_per_sm": 8, "max_segments": 64}, 0.5) == {
+        "programs_per_sm": 4,
+        "max_segments": 32,
+    }
+    assert PASS.scaled({"segments": 3}, 2.0) == {"segments": 6}
+    out = rewritten(PREFIX, **PASS.scaled({}, 2.0))
+    assert "triton.cdiv(16 * 132, max(1, x.shape[0]))" in out and ", 128))\n" in out
+
+
+@pytest.mark.parametrize(
+    ("key", "bad"),
+    [("chunk", 48), ("chunk", -1), ("chunk", True), ("programs_per_sm", 0), ("max_segments", 1.5)],
+)
+def test_bad_structural_values_are_refused(key: str, bad: object) -> None:
+    (site,) = PASS.forward_sites(PREFIX)
+    r = PASS.apply(PREFIX, site, {key: bad})
+    assert not r.applied and f"params[{key!r}]" in r.reason, r.reason

@@ -14,22 +14,31 @@ the loop by `carried += tl.sum(e, axis=0)` with e free of it, the stores in the 
 before the update (split_scan_analysis.py, split_scan_memory.py say exactly what is proven):
 the grid `(n,)` becomes `(n, SEG)`; program (i, s) reads `seg = tl.program_id(1)` and runs the
 loop over segment s only, `range(seg * seg_len, tl.minimum(seg * seg_len + seg_len, K), STEP)`
-with `seg_len = seg_steps * STEP`, and, when HAS_PREFIX, adds to carried's start the tl.sum of
+with `seg_len` (elements, a kernel argument) a whole number of steps, and, when HAS_PREFIX,
+adds to carried's start the tl.sum of
 the masked load of `totals + tl.program_id(0).to(tl.int64) * n_seg + tl.arange(0, SEG_P2)`,
 mask `< seg`: the totals of segments 0..s-1 in a fixed order (deterministic, no atomics, no
 program waits on another). A second kernel, `_split_scan_totals_<kernel>`, made from the same
 kernel (the statements before the loop and in it that e depends on, the same loop over the
 segment, carried's start and update, no stores), writes carried's value at its segment's end
 to `totals[i, s]` (an fp32 `torch.empty((n, SEG))` the launcher allocates on an output's
-device). The launcher computes SEG = params["segments"], else
-`max(1, min(cdiv(8 * 132, max(1, n)), cdiv(K, STEP), 64))` (about 8 programs for each of an H200's
-132 SMs, at least one step and at most 64 segments a row), then
-`seg_steps = max(1, cdiv(cdiv(K, STEP), SEG))` and `SEG = max(1, cdiv(cdiv(K, STEP), seg_steps))`,
-so no segment is empty; it launches the totals kernel only when SEG > 1, then the scan kernel
+device). Both kernels take their step from one launcher local, `SCAN_STEP`: the segments are
+whole steps of it, so the two must agree (a size read elsewhere in the launcher is one that
+tunables does not table per kernel; before 2026-12-07 each kernel's step could be tabled
+apart, and the two autotuners could choose two steps and split a row two ways). Where STEP
+is free (read only as the loop's step and as the extent of every `tl.arange(0, STEP)`, every
+load and store masked: split_scan_analysis.step_free), `SCAN_STEP = max(STEP, min(params["chunk"] (4096, the cumsum
+expert's looped tile), next_power_of_2(K)))`: a wider step walks the same elements. The
+launcher then computes SEG = params["segments"], else
+`max(1, min(cdiv(per_sm * 132, max(1, n)), cdiv(K, SCAN_STEP), most))` (per_sm =
+params["programs_per_sm"], 8: about 8 programs for each of an H200's 132 SMs; most =
+params["max_segments"], 64), then `seg_len = SCAN_STEP * max(1, cdiv(cdiv(K, SCAN_STEP), SEG))`
+and `SEG = max(1, cdiv(K, seg_len))`, so no segment is empty; it launches the totals kernel
+only when SEG > 1, then the scan kernel
 with HAS_PREFIX = SEG > 1 and SEG_P2 = next_power_of_2(SEG). At SEG == 1 the scan kernel runs
 the original loop from the original start: the same result.
 
-Why it is sound: seg_len is a multiple of STEP, so the segments partition the loop's steps in
+Why it is sound: seg_len is a multiple of the step both kernels take, so the segments partition the loop's steps in
 order, each step in exactly one segment with the same loop value, and each step's body runs
 unchanged (masks kept); nothing but carried is carried from step to step, so a step computes
 what it did, given carried; carried starts each segment at the fp32 sum of every term the
@@ -62,6 +71,7 @@ from klineage.rewrite.passes.rows_per_program import (
     Ctx,
     _triton_alias,
     assignments,
+    bind,
     names_in,
     undefined_skip,
 )
@@ -73,6 +83,11 @@ from klineage.rewrite.registry import register
 # on segments a row (the expert's few_rows regime, 128 rows of 32 tiles, splits 8 ways).
 PROGRAMS_PER_SM = 8
 MAX_SEGMENTS = 64
+# The step a split walk takes, where the kernel allows any (step_free): the cumsum expert's
+# LOOP_BLOCK_N, 4096 elements (8 KB of bf16) a step, or the row's next power of two if shorter.
+# Its naive's 64 moved 128 bytes a step: on the H200 the split walk kept at that step ran the
+# long rows at 6% of the floor, and 21% once each kernel's step was tabled (2026-12-06).
+CHUNK = 4096
 
 
 def _lines(lines: list[cst.BaseStatement], keep: set[int]) -> list[cst.BaseStatement]:
@@ -104,17 +119,15 @@ def _kernels(
     hi = cst.parse_expression(f"{tl}.minimum({seg} * {seg_len} + {seg_len}, {a.k})")
     args[0], args[1] = args[0].with_changes(value=lo), args[1].with_changes(value=hi)
     split = loop.with_changes(iter=loop.iter.with_changes(args=args))
-    prologue = [
-        cst.parse_statement(f"{seg} = {tl}.program_id(1)"),
-        cst.parse_statement(f"{seg_len} = {n['seg_steps']} * {a.step}"),
-    ]
+    prologue = [cst.parse_statement(f"{seg} = {tl}.program_id(1)")]
     body = list(kdef.body.body)
     at = body.index(loop)
 
     # the scan kernel: the loop over the segment, carried started from the earlier totals
     comment = (
-        f"split_scan: program (i, s) runs segment s of the loop over {a.k} ({n['seg_steps']} "
-        f"steps of {a.step}), {a.acc} started from the fp32 totals of segments 0..s-1"
+        f"split_scan: program (i, s) runs segment s of the loop over {a.k} ({seg_len} "
+        f"elements, whole steps of {a.step}), {a.acc} started from the fp32 totals of segments "
+        "0..s-1"
     )
     first = prologue[0].with_changes(leading_lines=_comments(comment))
     prefix = cst.parse_statement(
@@ -127,10 +140,10 @@ def _kernels(
     prefix = prefix.with_changes(leading_lines=_comments(f"split_scan: {why}"))
     scan_body = tile_rewrite.after_docstring(
         kdef.body.with_changes(body=[*body[:at], prefix, split, *body[at + 1 :]]),
-        [first, prologue[1]],
+        [first],
     )
     annotation = tile_rewrite.constexpr(kdef, tl)
-    new = [cst.Param(cst.Name(n[x])) for x in ("totals", "n_seg", "seg_steps")]
+    new = [cst.Param(cst.Name(n[x])) for x in ("totals", "n_seg", "seg_len")]
     flags = [cst.Param(cst.Name(n[x]), annotation=annotation) for x in ("SEG_P2", "HAS_PREFIX")]
     params = kdef.params.with_changes(
         params=tile_rewrite.with_params(kdef.params.params, new + flags)
@@ -166,19 +179,31 @@ def _kernels(
     return scan, totals
 
 
-def _segments(a: Analysis, tr: str, p: dict[str, Any]) -> tuple[str, str]:
+def _segments(a: Analysis, tr: str, p: dict[str, Any], step: str) -> tuple[str, str]:
     """SEG's expression and what the launcher comment says of it."""
     if "segments" in p:
         return str(p["segments"]), "SEG given."
+    per_sm = p.get("programs_per_sm", PROGRAMS_PER_SM)
+    most = p.get("max_segments", MAX_SEGMENTS)
     value = (
-        f"max(1, min({tr}.cdiv({PROGRAMS_PER_SM} * {SMS}, max(1, {a.programs})), "
-        f"{tr}.cdiv({a.k_arg}, {a.step_arg}), {MAX_SEGMENTS}))"
+        f"max(1, min({tr}.cdiv({per_sm} * {SMS}, max(1, {a.programs})), "
+        f"{tr}.cdiv({a.k_arg}, {step}), {most}))"
     )
     why = (
-        f"SEG: about {PROGRAMS_PER_SM} programs for each of the {SMS} SMs of an H200, at least "
-        f"one step and at most {MAX_SEGMENTS} segments a row."
+        f"SEG: about {per_sm} programs for each of the {SMS} SMs of an H200, at least "
+        f"one step and at most {most} segments a row."
     )
     return value, why
+
+
+def _step_arg(call: cst.Call, kdef: cst.FunctionDef, step: str, value: str) -> cst.Call:
+    """The launch with the argument bound to the kernel's `step` parameter set to `value`."""
+    target = bind(call, kdef)[step]
+    args = [
+        x.with_changes(value=cst.parse_expression(value)) if x.value is target else x
+        for x in call.args
+    ]
+    return call.with_changes(args=args)
 
 
 def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
@@ -187,7 +212,14 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
     tr = _triton_alias(ctx.module)
     assert tr is not None and a.statement is not None
     tl = tile_rewrite.tl_alias(ctx.module) or f"{tr}.language"
-    value, why = _segments(a, tr, p)
+    launcher = set(names_in(la.func)) | set(assignments(ctx.module))
+    chunk = p.get("chunk", CHUNK) if a.step_free else 0
+    # The step both kernels take, one launcher local (tunables lifts no size read elsewhere):
+    # the segments are whole steps of it, so a step tabled apart in each kernel would split
+    # the rows two ways. A literal step in the kernel is fixed already.
+    wide = None if a.step.isdigit() else tile_rewrite.fresh("SCAN_STEP", launcher)
+    step = wide or a.step_arg
+    value, why = _segments(a, tr, p, step)
     if isinstance(p.get("segments"), str):
         bad = undefined_skip(
             value, ctx.module, la.func, Site("split_scan", "forward", 0, 0, "", "")
@@ -197,26 +229,32 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
     used = set(names_in(kdef)) | {x.name.value for x in kdef.params.params}
     n = {
         x: tile_rewrite.fresh(x, used)
-        for x in ("totals", "n_seg", "seg_steps", "SEG_P2", "HAS_PREFIX", "seg", "seg_len")
+        for x in ("totals", "n_seg", "SEG_P2", "HAS_PREFIX", "seg", "seg_len")
     }
     used |= set(n.values())
     n["earlier"] = tile_rewrite.fresh("earlier", used)
     n["at"] = tile_rewrite.fresh("at", used | {n["earlier"]})
     n["kernel"] = tile_rewrite.fresh(f"_split_scan_totals_{la.kernel}", set(names_in(ctx.module)))
-    launcher = set(names_in(la.func)) | set(assignments(ctx.module))
+    launcher |= {wide} if wide else set()
     seg = tile_rewrite.fresh("SEG", launcher)
-    steps = tile_rewrite.fresh("seg_steps", launcher)
+    length = tile_rewrite.fresh("seg_len", launcher)
     totals = tile_rewrite.fresh("seg_totals", launcher)
-    total_steps = f"{tr}.cdiv({a.k_arg}, {a.step_arg})"
+    total_steps = f"{tr}.cdiv({a.k_arg}, {step})"
     comment = (
-        f"split_scan: each row's loop over {a.k_arg} split into {seg} segments of {steps} steps "
-        f"over a second grid axis; {n['kernel']} writes each segment's fp32 total to {totals}, "
-        f"from which a segment's scan starts (none when {seg} == 1). {why}"
+        f"split_scan: each row's loop over {a.k_arg} split into {seg} segments of {length} "
+        f"elements (whole steps of {step}) over a second grid axis; {n['kernel']} writes each "
+        f"segment's fp32 total to {totals}, from which a segment's scan starts (none when "
+        f"{seg} == 1). {why}"
     )
+    if wide and chunk:
+        comment += (
+            f" {wide}: the step of both kernels, at least {a.step_arg} and up to {chunk} "
+            "elements (the row's next power of two if shorter)."
+        )
     lines = [
-        cst.parse_statement(f"{seg} = {value}").with_changes(leading_lines=_comments(comment)),
-        cst.parse_statement(f"{steps} = max(1, {tr}.cdiv({total_steps}, {seg}))"),
-        cst.parse_statement(f"{seg} = max(1, {tr}.cdiv({total_steps}, {steps}))"),
+        cst.parse_statement(f"{seg} = {value}"),
+        cst.parse_statement(f"{length} = {step} * max(1, {tr}.cdiv({total_steps}, {seg}))"),
+        cst.parse_statement(f"{seg} = max(1, {tr}.cdiv({a.k_arg}, {length}))"),
         cst.parse_statement(
             f"{totals} = {a.torch}.empty(({a.programs}, {seg}), dtype={a.torch}.float32, device={a.out}.device)"
         ),
@@ -225,9 +263,18 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
     common = [
         tile_rewrite._kw(n["totals"], totals),
         tile_rewrite._kw(n["n_seg"], seg),
-        tile_rewrite._kw(n["seg_steps"], steps),
+        tile_rewrite._kw(n["seg_len"], length),
     ]
     call = la.call
+    if wide:
+        bound = (
+            f"max({a.step_arg}, min({chunk}, {tr}.next_power_of_2({a.k_arg})))"
+            if chunk
+            else a.step_arg
+        )
+        lines.insert(0, cst.parse_statement(f"{wide} = {bound}"))
+        call = _step_arg(call, kdef, a.step, wide)
+    lines[0] = lines[0].with_changes(leading_lines=_comments(comment))
     assert isinstance(call.func, cst.Subscript)
     first = tile_rewrite.with_grid(call, grid)
     assert isinstance(first.func, cst.Subscript)
@@ -244,7 +291,7 @@ def rewrite(ctx: Ctx, a: Analysis, p: dict[str, Any]) -> str | RewriteResult:
     new_call = tile_rewrite._with_args(tile_rewrite.with_grid(call, grid), common + flags)
     scan, totals_def = _kernels(a, kdef, tl, n)
     edit = tile_rewrite.Relaunch(
-        call,
+        la.call,
         lambda _: new_call,
         lambda st: cst.FlattenSentinel([*lines, guarded, st]),
         kdef,
@@ -281,6 +328,23 @@ class SplitScan(ForwardOnly):
         """The reason each launch in the file is not a site (empty string for a site)."""
         return tile_rewrite.why_not(self, analyse, source)
 
+    def scaled(self, params: dict[str, Any], factor: float) -> dict[str, Any] | None:
+        """The segments a row `factor` times: a fixed int count itself, else the programs a SM
+        aimed at and the cap on segments (only these keys: a skill's params describe its
+        expert's site too)."""
+        v = params.get("segments")
+        if isinstance(v, int) and not isinstance(v, bool):
+            return {"segments": min(65535, max(1, round(v * factor)))}
+
+        def given(key: str, default: int) -> int:
+            v = params.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else default
+
+        return {
+            "programs_per_sm": max(1, round(given("programs_per_sm", PROGRAMS_PER_SM) * factor)),
+            "max_segments": min(65535, max(1, round(given("max_segments", MAX_SEGMENTS) * factor))),
+        }
+
     def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
         p = params or {}
 
@@ -297,6 +361,22 @@ class SplitScan(ForwardOnly):
                 return RewriteResult.skip(
                     f"params['segments']={v!r}: expected an int >= 1 and <= 65535 (grid axis 1) "
                     "or a launcher expression",
+                    site,
+                )
+            for key, most in (("programs_per_sm", 1 << 16), ("max_segments", 65535)):
+                v = p.get(key)
+                if v is not None and (
+                    not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= most
+                ):
+                    return RewriteResult.skip(
+                        f"params[{key!r}]={v!r}: expected an int >= 1 and <= {most}", site
+                    )
+            v = p.get("chunk")
+            if v is not None and (
+                not isinstance(v, int) or isinstance(v, bool) or v < 0 or v & (v - 1)
+            ):
+                return RewriteResult.skip(
+                    f"params['chunk']={v!r}: expected a power of two (0: keep the kernel's step)",
                     site,
                 )
             ctx, found = analyse(source)

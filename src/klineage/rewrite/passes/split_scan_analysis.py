@@ -58,6 +58,9 @@ class Analysis(ska.Analysis):
     update: cst.SimpleStatementLine | None = None  # the loop body's last line, the update
     term: cst.Call | None = None  # the update's `tl.sum(e, axis=0)`
     keep: set[int] = field(default_factory=set)  # ids of the smalls the totals kernel keeps
+    # STEP is read only as the loop's step and as every tl.arange's extent: any power of two
+    # walks the same elements (split_scan may widen it; see step_free)
+    step_free: bool = False
 
 
 def read(s: Small) -> set[str]:
@@ -290,6 +293,37 @@ class _Scan:
         return None
 
 
+def step_free(kdef: cst.FunctionDef, a: Analysis, roots: set[str]) -> bool:
+    """STEP is a constexpr parameter read only as the loop's step (`range(..., ..., STEP)`)
+    and as the extent of `tl.arange(0, STEP)`, every tl.arange in the kernel spans STEP and
+    every load and store is masked:
+    each step then covers the STEP elements it moves by, whatever power of two STEP is, so a
+    wider STEP walks the same elements in fewer steps (tunables' "a loop steps by it" argument,
+    stricter: no other extent)."""
+    if a.step.isdigit() or not isinstance(a.loop, cst.For):
+        return False
+    it = a.loop.iter
+    if not (isinstance(it, cst.Call) and len(it.args) >= 3 and not it.args[2].keyword):
+        return False
+    if not (isinstance(it.args[2].value, cst.Name) and it.args[2].value.value == a.step):
+        return False
+    allowed = {id(it.args[2].value)}
+    for n in walk(kdef.body):
+        if not isinstance(n, cst.Call):
+            continue
+        parts = dotted(n.func).split(".")
+        at = {"load": 1, "store": 2}.get(parts[-1])
+        if parts[0] in roots and at is not None and arg(n, at, "mask") is None:
+            return False  # unmasked: correct only where steps end at K, which a wider one may not
+        if parts[0] in roots and parts[-1] == "arange":
+            ext = n.args[1].value if len(n.args) == 2 and not n.args[1].keyword else None
+            if not (isinstance(ext, cst.Name) and ext.value == a.step and is_zero(n.args[0].value)):
+                return False
+            allowed.add(id(ext))
+    reads = [n for n in walk(kdef.body) if isinstance(n, cst.Name) and n.value == a.step]
+    return all(id(n) in allowed for n in reads)
+
+
 def _scalar(e: cst.BaseExpression) -> bool:
     """A literal, or a tl.zeros / tl.full of the empty shape `()` or `[]`."""
     if not isinstance(e, cst.Call):
@@ -342,4 +376,6 @@ def _problem(
         return why
     assert a.loop is not None
     mem = Memory(kdef, roots, a.var, a.step, scan.k.pre, scan.k.inner)
-    return mem.problem() or _launcher(ctx, la, kdef, a, mem)
+    why = mem.problem() or _launcher(ctx, la, kdef, a, mem)
+    a.step_free = not why and step_free(kdef, a, roots)
+    return why
