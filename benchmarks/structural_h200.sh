@@ -15,17 +15,4 @@ for f in "$DIR"/*__*.py; do
     --json > "$OUT/structural/$name.json" 2> "$OUT/structural/$name.err" &
 done
 wait
-python3 - "$OUT/structural" <<'PY' || true
-import json, sys
-from pathlib import Path
-for f in sorted(Path(sys.argv[1]).glob("*.json")):
-    try:
-        d = json.loads(f.read_text())
-    except ValueError:
-        print(f"{f.stem}: no verdict ({(f.with_suffix('.err')).read_text()[-300:]!r})"); continue
-    print(f"{f.stem}: accepted={d['accepted']} {d['message'][:200]}")
-    prof = next((s for s in d["stages"] if s["stage"] == "profile"), None)
-    for name, row in ((prof or {}).get("numbers", {}).get("regimes") or {}).items():
-        print(f"   {name}: {row.get('kernel_ms')} ms, x{row.get('ratio')} vs naive (spread {row.get('spread')}),"
-              f" {row.get('pct_of_floor')}% of floor, compile {row.get('compile_ms')} ms, launch-bound {row.get('launch_bound')}")
-PY
+python3 benchmarks/verdicts.py "$OUT/structural" || true

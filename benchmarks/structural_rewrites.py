@@ -9,7 +9,8 @@ as the optimize loop materializes a composite proposal): DIR/<problem>__first_th
 rewrote its sum walk and not its write walk, a kernel klineage never proposes.)
 A step may carry integer parameters, `split_k@split=1024` (DIR/<problem>__split_k_split1024.py)
 or `split_k@max_split=1024@programs=1056`, for a side-by-side sweep of a structural value (the
-split count, rows per program).
+split count, rows per program). A `tunables` step's values are one config, pinned: a table of
+one row, `tunables@CHUNK=256@num_warps=4` (the chunk of a walk multi_row kept, say).
 PROBLEMS=a,b limits the held-out problems.
 """
 
@@ -40,7 +41,9 @@ def main() -> None:
             made, why = source, ""
             for spec in name.split("+"):
                 step, *kvs = spec.split("@")
-                params = {k: int(v) for k, v in (kv.split("=") for kv in kvs)}
+                params: dict[str, object] = {k: int(v) for k, v in (kv.split("=") for kv in kvs)}
+                if step == "tunables" and params:
+                    params = {"configs": [params]}
                 if not passes[step].forward_sites(made):
                     why = f"{step}: no site"
                     break

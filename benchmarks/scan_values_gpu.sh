@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 16: the reverse cumsum's structural values side by side on one GPU (docs/DEVICE.md;
+# carry .whl). Each variant is made here from the naive kernel by klineage's passes
+# (benchmarks/structural_rewrites.py) and gated beside the naive (--base: one gate call, CUDA-graph
+# replay) on the regimes its family is for:
+# - short rows (524288 x 160 fp16): multi_row's rows a program, at its 64-column chunk and with
+#   the chunk pinned to 256 (the whole row one step: a one-config tunables table);
+# - long and mid rows (384 x 200000 bf16, 6144 x 12000 fp32): split_scan at its step (4096, the
+#   expert's tile), at the naive's 64 (chunk=0: its behaviour before 2026-12-07), at 1024, and
+#   at two and four times its segments a row.
+#   bash benchmarks/scan_values_gpu.sh          # results under $OUT/scan/{short,long}/*.json
+# T (480 s) caps each gate call; all run at once (the gate's GPU lock serialises the timing).
+set -uo pipefail
+OUT=${OUT:-$PWD/bench-out}; R=$OUT/scan; mkdir -p "$R"
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD/src
+if ! command -v bwrap >/dev/null && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1; then
+  dpkg -x .whl/deb/bubblewrap_*.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
+SHORT=${SHORT:-multi_row@rows=4,multi_row@rows=4+tunables@CHUNK=256@num_warps=4,multi_row@rows=8+tunables@CHUNK=256@num_warps=4,multi_row@rows=16+tunables@CHUNK=256@num_warps=4,multi_row@rows=16+tunables@CHUNK=256@num_warps=8}
+LONG=${LONG:-split_scan,split_scan@chunk=0,split_scan@chunk=1024,split_scan@programs_per_sm=16@max_segments=128,split_scan@programs_per_sm=32@max_segments=256}
+export PROBLEMS=reverse_cumsum_rows
+python3 benchmarks/structural_rewrites.py "$R/short" "$SHORT" > "$R/made.txt" 2>&1
+python3 benchmarks/structural_rewrites.py "$R/long" "$LONG" >> "$R/made.txt" 2>&1
+H=src/klineage/heldout/reverse_cumsum_rows
+gate() {  # file, regimes...
+  local f=$1; shift
+  timeout -k 10 "${T:-480}" python3 -m klineage gate "$H/problem.py" "$f" --device cuda --base "$H/naive.py" \
+    "$@" --json > "${f%.py}.json" 2> "${f%.py}.err" &
+}
+for f in "$R"/short/*.py; do gate "$f" -r short_rows_fp16; done
+for f in "$R"/long/*.py; do gate "$f" -r long_rows_bf16 -r mid_fp32; done
+wait
+python3 benchmarks/verdicts.py "$R"/short "$R"/long | tee "$R/summary.txt"
