@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from klineage.gate import mixed
 from klineage.gate.compare import (
     REFERENCE,
     TORCH_ERROR,
@@ -133,7 +134,7 @@ class Checker:
         return tol
 
     def call(
-        self, regime: RefRegime, case: RefCase, force: int | None, *, locked: bool = True
+        self, regime: RefRegime, case: RefCase, force: int | str | None, *, locked: bool = True
     ) -> tuple[CallReply, list[Any] | None]:
         n = self.seen.calls
         out = self.harness.out / f"call-{n}.pt"
@@ -333,12 +334,16 @@ class Checker:
                 message="no autotune config can launch here: " + "; ".join(skipped),
                 configs_checked=passes,
             )
+        crossed = mixed.check(self, regime, tol)  # the tables' rows chosen apart
+        if crossed is not None:
+            return crossed
         beyond = sum(1 for case in regime.cases if case.kind != "get_inputs")
         msg = f"{len(regime.cases) - beyond} trials passed"
         if beyond:
             msg += f", and {beyond} case(s) beyond get_inputs"
         if passes > 1:
             msg += f" under each of {passes - len(skipped)} launchable autotune configs"
+            msg += ", and chosen apart" if mixed.apart(self.seen.autotuners) else ""
         if skipped:
             msg += f" (skipped, as the autotuner skips them: {'; '.join(skipped)})"
         criterion = REFERENCE

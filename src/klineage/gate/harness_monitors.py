@@ -133,7 +133,9 @@ class State:
         self.launches = 0
         self.kernels: set[str] = set()
         self.violations: list[str] = []
-        self.force_config: int | None = None
+        # an int: every autotuner's config at that index; "mix:R": configs chosen apart
+        self.force_config: int | str | None = None
+        self.mix_rank: dict[str, int] = {}  # autotuned kernel -> order first seen (mixes)
         self.autotuners: dict[str, int] = {}  # kernel name -> configs it may pick from
         self.forced: dict[str, str] = {}
         self.picked: dict[str, str] = {}  # kernel name -> the config its autotuner chose
@@ -309,6 +311,17 @@ def _wrap_launch(cls: Any) -> None:
     cls.run = run
 
 
+def _forced_index(force: int | str, name: str, n: int) -> int:
+    """The config an autotuner is made to take: the index `force` for every kernel, or for
+    "mix:R" the k-th autotuned kernel this process saw takes (R + k) mod n, so the kernels
+    of one forward take different rows of their tables (each autotuner picks apart on a GPU;
+    a file must be right under any combination, not only the diagonal)."""
+    if isinstance(force, str):
+        k = STATE.mix_rank.setdefault(name, len(STATE.mix_rank))
+        return (int(force.partition(":")[2]) + k) % n
+    return min(force, n - 1)
+
+
 def _wrap_autotuner(cls: Any) -> None:
     original = cls.run
 
@@ -326,7 +339,7 @@ def _wrap_autotuner(cls: Any) -> None:
             if best is not None:
                 STATE.picked[name] = _describe(best)
             return out
-        chosen = configs[min(STATE.force_config, len(configs) - 1)]
+        chosen = configs[_forced_index(STATE.force_config, name, len(configs))]
         STATE.forced[name] = _describe(chosen)
         saved = self.configs
         self.configs = [chosen]
