@@ -10,6 +10,8 @@
 #   at two and four times its segments a row.
 #   bash benchmarks/scan_values_gpu.sh          # results under $OUT/scan/{short,long}/*.json
 # T (480 s) caps each gate call; all run at once (the gate's GPU lock serialises the timing).
+# KEPT=DIR also gates each DIR/<problem>__<name>.py beside that held-out problem's naive kernel
+# on all its regimes ($OUT/scan/kept/): kernels a search kept elsewhere, timed on this card.
 set -uo pipefail
 OUT=${OUT:-$PWD/bench-out}; R=$OUT/scan; mkdir -p "$R"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
@@ -19,18 +21,20 @@ if ! command -v bwrap >/dev/null && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
-SHORT=${SHORT:-multi_row@rows=4,multi_row@rows=4+tunables@CHUNK=256@num_warps=4,multi_row@rows=8+tunables@CHUNK=256@num_warps=4,multi_row@rows=16+tunables@CHUNK=256@num_warps=4,multi_row@rows=16+tunables@CHUNK=256@num_warps=8}
-LONG=${LONG:-split_scan,split_scan@chunk=0,split_scan@chunk=1024,split_scan@programs_per_sm=16@max_segments=128,split_scan@programs_per_sm=32@max_segments=256}
+python3 benchmarks/card_ceilings.py > "$R/ceilings.json" 2> "$R/ceilings.err" || true
+SHORT=${SHORT:-multi_row@rows=4,multi_row@rows=4+tunables@CHUNK=256@num_warps=4,multi_row@rows=16+tunables@CHUNK=256@num_warps=8}
+LONG=${LONG:-split_scan,split_scan@chunk=0,split_scan@programs_per_sm=16@max_segments=128}
 export PROBLEMS=reverse_cumsum_rows
 python3 benchmarks/structural_rewrites.py "$R/short" "$SHORT" > "$R/made.txt" 2>&1
 python3 benchmarks/structural_rewrites.py "$R/long" "$LONG" >> "$R/made.txt" 2>&1
-H=src/klineage/heldout/reverse_cumsum_rows
-gate() {  # file, regimes...
+gate() {  # file, regimes...: beside the naive kernel of the problem the file's name starts with
   local f=$1; shift
+  local H=src/klineage/heldout/$(basename "${f%%__*}")
   timeout -k 10 "${T:-480}" python3 -m klineage gate "$H/problem.py" "$f" --device cuda --base "$H/naive.py" \
     "$@" --json > "${f%.py}.json" 2> "${f%.py}.err" &
 }
 for f in "$R"/short/*.py; do gate "$f" -r short_rows_fp16; done
 for f in "$R"/long/*.py; do gate "$f" -r long_rows_bf16 -r mid_fp32; done
+if [ -n "${KEPT:-}" ]; then mkdir -p "$R/kept" && cp "$KEPT"/*__*.py "$R/kept/" && for f in "$R"/kept/*.py; do gate "$f"; done; fi
 wait
-python3 benchmarks/verdicts.py "$R"/short "$R"/long | tee "$R/summary.txt"
+python3 benchmarks/verdicts.py "$R"/short "$R"/long "$R"/kept | tee "$R/summary.txt"
