@@ -36,7 +36,8 @@ def _gate(tmp_path: Path, problem: str, source: str) -> object:
 
 def test_each_path_runs_where_the_split_sends_it_and_both_are_checked(tmp_path: Path) -> None:
     naive, packed = _multi_row("reverse_cumsum_rows", 2)
-    # tiny (45 columns) and fp16 (200) to the packed kernel, ragged (300) to the naive one
+    # tiny (45 columns) and fp16 (200) to the packed kernel, ragged (300) and long (9000) to
+    # the naive one
     both = combine(naive, packed, Split(0, "last_dim", 250, True))
     verdict = _gate(tmp_path, "reverse_cumsum_rows", both)
     assert verdict.accepted, verdict.message  # type: ignore[attr-defined]
@@ -44,6 +45,7 @@ def test_each_path_runs_where_the_split_sends_it_and_both_are_checked(tmp_path: 
         "tiny": ["suffix_scan_row_alt"],
         "ragged": ["suffix_scan_row"],
         "fp16": ["suffix_scan_row_alt"],
+        "long": ["suffix_scan_row"],
     }
     # the alternative's path broken (every row carries the first row's total): refused on the
     # regimes it serves (fp16's 200 columns are 4 chunks; tiny's 45 are one, where no total is

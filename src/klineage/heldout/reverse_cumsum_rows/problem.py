@@ -27,6 +27,9 @@ REGIMES = {
     "tiny": dict(M=3, N=45),  # one partial chunk
     "ragged": dict(M=4, N=300),  # 300 = 4 * 64 + 44: the last chunk (columns 0-43) partial
     "fp16": dict(M=5, N=200, dtype=torch.float16),
+    # Two rows of 9000: split_scan's default step (4096) makes 3 steps and 3 segments a row,
+    # so the CPU gate runs its totals and prefixes, not only its one-segment path.
+    "long": dict(M=2, N=9000),
     # GPU (H200). Many short rows: 160 columns (3 chunks) per row, 524288 programs.
     "short_rows_fp16": dict(M=524288, N=160, dtype=torch.float16),
     # Few very long rows: 384 rows (under 3 per SM) of 200000 columns, 3125 chunks each.
@@ -34,7 +37,7 @@ REGIMES = {
     # fp32 in the middle: 6144 rows of 12000.
     "mid_fp32": dict(M=6144, N=12000),
 }
-CPU_REGIMES = ("tiny", "ragged", "fp16")
+CPU_REGIMES = ("tiny", "ragged", "fp16", "long")
 
 
 def get_inputs(M=M, N=N, dtype=torch.float32):
