@@ -85,8 +85,9 @@ PROGRAMS_PER_SM = 8
 MAX_SEGMENTS = 64
 # The step a split walk takes, where the kernel allows any (step_free): the cumsum expert's
 # LOOP_BLOCK_N, 4096 elements (8 KB of bf16) a step, or the row's next power of two if shorter.
-# Its naive's 64 moved 128 bytes a step: on the H200 the split walk kept at that step ran the
-# long rows at 6% of the floor, and 21% once each kernel's step was tabled (2026-12-06).
+# The naive's 64 moved 128 bytes a step: on an H100 the split walk kept at that step ran the
+# long rows at 5.6% of the floor, 21% once each kernel's step was tabled apart (2026-12-06;
+# unsound, docs/REWRITES.md), with one segment a row.
 CHUNK = 4096
 
 
