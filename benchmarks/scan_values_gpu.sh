@@ -4,7 +4,8 @@
 # (benchmarks/structural_rewrites.py) and gated beside the naive (--base: one gate call, CUDA-graph
 # replay) on the regimes its family is for:
 # - short rows (524288 x 160 fp16): multi_row's rows a program, at its 64-column chunk and with
-#   the chunk pinned to 256 (the whole row one step: a one-config tunables table);
+#   the chunk pinned to 256 (the whole row one step: a one-config tunables table) at 4 to 32 rows
+#   (the kept table of 2026-12-07 could widen the chunk but not the rows: 30% of floor there);
 # - long and mid rows (384 x 200000 bf16, 6144 x 12000 fp32): split_scan at its step (4096, the
 #   expert's tile), at the naive's 64 (chunk=0: its behaviour before 2026-12-07), at 1024, and
 #   at two and four times its segments a row.
@@ -22,7 +23,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
 python3 benchmarks/card_ceilings.py > "$R/ceilings.json" 2> "$R/ceilings.err" || true
-SHORT=${SHORT:-multi_row@rows=4,multi_row@rows=4+tunables@CHUNK=256@num_warps=4,multi_row@rows=16+tunables@CHUNK=256@num_warps=8}
+SHORT=${SHORT:-multi_row@rows=4,multi_row@rows=4+tunables@CHUNK=256@num_warps=4,multi_row@rows=8+tunables@CHUNK=256@num_warps=4,multi_row@rows=16+tunables@CHUNK=256@num_warps=4,multi_row@rows=32+tunables@CHUNK=256@num_warps=8}
 LONG=${LONG:-split_scan,split_scan@chunk=0,split_scan@programs_per_sm=16@max_segments=128}
 export PROBLEMS=reverse_cumsum_rows
 # SHORT=- or LONG=- leaves that family out (KEPT alone, say)
