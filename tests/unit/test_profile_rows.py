@@ -79,6 +79,18 @@ def test_a_ratio_whose_rounds_straddle_one_is_within_noise() -> None:
     assert row.within_noise is True and "within noise" in describe(row)
 
 
+def test_a_row_names_the_ceiling_its_floor_divides_by() -> None:
+    mine = _timed([[0.10], [0.10]])
+    h200 = regime_row(_regime(), mine, None, None, GateConfig(), None)
+    assert h200.floor_kind == "bytes" and h200.floor_ceiling == GateConfig().copy_bytes_per_s
+    own = regime_row(_regime(), mine, None, None, GateConfig(copy_bytes_per_s=3.0e12), None)
+    assert own.floor_ceiling == 3.0e12
+    # The same time against a slower card's ceiling is a larger share of that card's floor.
+    assert own.pct_of_floor == pytest.approx(h200.pct_of_floor * h200.floor_ceiling / 3.0e12)
+    flops = regime_row(_regime(flops=1e15), mine, None, None, GateConfig(), None)
+    assert flops.floor_kind == "flops" and flops.floor_ceiling == GateConfig().matmul_flops_per_s
+
+
 def test_launch_bound_by_floor_or_by_an_empty_launch() -> None:
     cfg = GateConfig()
     tiny = regime_row(

@@ -257,6 +257,9 @@ def regime_row(
             )
             row["within_noise"] = within_noise(row["ratio"], row["ratio_lo"], row["ratio_hi"])
     row["floor_ms"], row["floor_kind"] = floor_from(regime.nbytes, regime.flops, cfg)
+    row["floor_ceiling"] = (
+        cfg.copy_bytes_per_s if row["floor_kind"] == "bytes" else cfg.matmul_flops_per_s
+    )
     row["peak_floor_ms"] = floor_from(regime.nbytes, regime.flops, cfg, peak=True)[0]
     row["pct_of_floor"] = 100.0 * row["floor_ms"] / k50
     eager = regime.eager_ms if basis == "device" else regime.eager_host_ms

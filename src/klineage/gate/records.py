@@ -145,6 +145,9 @@ class ProfileRow(BaseModel):
     launch_ms: float | None = None
     floor_ms: float | None = None
     floor_kind: str | None = None
+    # What floor_ms divided by (bytes/s or FLOP/s, floor_kind's): the gate's ceilings are the
+    # H200's on every card unless set, so a row says which card's floor its % is of.
+    floor_ceiling: float | None = None
     peak_floor_ms: float | None = None
     pct_of_floor: float | None = None
     eager_ms: float | None = None
