@@ -9,7 +9,7 @@
 # - long and mid rows (384 x 200000 bf16, 6144 x 12000 fp32): split_scan at its step (4096, the
 #   expert's tile), at the naive's 64 (chunk=0: its behaviour before 2026-12-07), at 1024, and
 #   at two and four times its segments a row.
-#   bash benchmarks/scan_values_gpu.sh          # results under $OUT/scan/{short,long}/*.json
+#   bash benchmarks/scan_values_gpu.sh          # $OUT/scan.tgz: scan/{short,long,kept}/*.json
 # T (480 s) caps each gate call; all run at once (the gate's GPU lock serialises the timing).
 # KEPT=DIR also gates each DIR/<problem>__<name>.py beside that held-out problem's naive kernel
 # on all its regimes ($OUT/scan/kept/): kernels a search kept elsewhere, timed on this card.
@@ -40,3 +40,6 @@ for f in "$R"/long/*.py; do [ -e "$f" ] && gate "$f" -r long_rows_bf16 -r mid_fp
 if [ -n "${KEPT:-}" ]; then mkdir -p "$R/kept" && cp "$KEPT"/*__*.py "$R/kept/" && for f in "$R"/kept/*.py; do gate "$f"; done; fi
 wait
 python3 benchmarks/verdicts.py "$R"/short "$R"/long "$R"/kept | tee "$R/summary.txt"
+# The device tool brings back at most 8 files from $OUT: everything goes back as one archive
+# beside the summary (tar xzf scan.tgz here).
+cp "$R/summary.txt" "$OUT/scan-summary.txt" && tar czf "$OUT/scan.tgz" -C "$OUT" scan && rm -rf "$R"

@@ -24,9 +24,11 @@ DEFAULT=attention_causal_d128_short,attention_d32,attention_gqa,attention_scaled
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
 # This card's ceilings, recorded always; OWN_FLOOR=1 makes the gate's % of floor this card's own
 # (by default it is the H200's on every card: docs/benchmarks.md "The floor on an H100").
-python3 benchmarks/card_ceilings.py > "$R/ceilings.json" 2> "$R/ceilings.err" || true
+python3 benchmarks/card_ceilings.py > "$R/ceilings.json" 2>> "$R/status.txt" || true
 if [ -n "${OWN_FLOOR:-}" ] && [ -s "$R/ceilings.json" ]; then eval "$(python3 benchmarks/card_ceilings.py --exports "$R/ceilings.json")"; fi
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
+# The versions and any error above go to status.txt: the device tool brings back at most 8
+# files from $OUT (2026-12-07: versions.txt, the ninth, was left out).
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$R/status.txt" 2>&1
 # The store is in WAL mode: a plain copy of the .db file can miss every trial, so it is copied
 # by SQLite's backup. Every 60 s as well as at the end: a call the device tool cuts short (its
 # limit is the time left to the session, which can be under T) still brings back each trial
