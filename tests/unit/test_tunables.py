@@ -200,7 +200,51 @@ def test_fold_cuts_the_table_to_the_winners_in_order() -> None:
     assert cut is not None
     assert cut.count("triton.Config(") == 2
     assert cut.index('"BLOCK": 1024') < cut.index('"BLOCK": 64}')
+    table = cut[cut.index("configs=[") : cut.index("],")]
+    assert [line.strip()[:13] for line in table.splitlines()[1:-1]] == ["triton.Config"] * 2
     assert fold(out, [7]) is None and fold(ELEMENTWISE, [0]) is None
+
+
+TWO_TABLES = """
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"CHUNK": 16}), triton.Config({"CHUNK": 32}), triton.Config({"CHUNK": 64})], key=["n"])
+@triton.jit
+def stats(x_ptr, n, CHUNK: tl.constexpr):
+    pass
+
+
+@triton.autotune(configs=[triton.Config({"CHUNK": 128}), triton.Config({"CHUNK": 256})], key=["n"])
+@triton.jit
+def write(x_ptr, n, CHUNK: tl.constexpr):
+    pass
+"""
+
+
+def _chunks(source: str, kernel: str) -> list[int]:
+    """The CHUNK of each row of the autotune table above `kernel`'s definition."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == kernel:
+            table = next(
+                d for d in node.decorator_list if ast.unparse(d).startswith("triton.autotune")
+            )
+            assert isinstance(table, ast.Call)
+            rows = table.keywords[0].value
+            assert isinstance(rows, ast.List)
+            return [ast.literal_eval(r.args[0])["CHUNK"] for r in rows.elts]  # type: ignore[attr-defined]
+    raise AssertionError(kernel)
+
+
+def test_fold_cuts_every_table_to_the_rows_the_gate_forced_together() -> None:
+    """The gate's config c makes each autotuner take row c, or its last row when its table is
+    shorter: the stats table keeps rows 2 and 0, the write table rows 1 (2 clamped) and 0."""
+    cut = fold(TWO_TABLES, [2, 0, 2])
+    assert cut is not None
+    assert _chunks(cut, "stats") == [64, 16] and _chunks(cut, "write") == [256, 128]
+    assert _chunks(fold(TWO_TABLES, [1, 2]) or "", "write") == [256]  # rows 1 and min(2, 1)
+    assert fold(TWO_TABLES, [3]) is None  # past the widest table: not a row the gate ran
 
 
 def test_the_prior_takes_each_expert_config_s_nearest_first() -> None:

@@ -324,9 +324,12 @@ class Tunables(RewritePass):
 
 
 def fold(source: str, keep: list[int]) -> str | None:
-    """The source with its one inline autotune table cut to the configs at `keep` (in that
-    order, each once): what a sweep found fastest per regime, written as a short table.
-    None when the file has no single inline table to cut."""
+    """The source with its inline autotune tables cut to the rows at `keep` (in that order,
+    each once): what a sweep found fastest per regime, written as short tables. The gate
+    sweeps a file's tables together (its config c makes every autotuner take row c, the last
+    row for a table shorter than c: gate/harness_monitors._forced_index), so each table keeps
+    its row min(k, rows - 1) for each k: a subset of the rows the gate checked. None when the
+    file has no inline table or a k is past its widest one."""
     module = parse(source)
     tables: list[cst.List] = []
 
@@ -342,17 +345,27 @@ def fold(source: str, keep: list[int]) -> str | None:
                         break
 
     module.visit(Find())
-    if len(tables) != 1:
-        return None
-    table = tables[0]
     order = list(dict.fromkeys(keep))
-    if not order or any(not 0 <= k < len(table.elements) for k in order):
+    if not tables or not order:
         return None
-    elements = [table.elements[k] for k in order]
-    elements = [e.with_changes(comma=cst.Comma()) for e in elements]
+    if any(not 0 <= k < max(len(t.elements) for t in tables) for k in order):
+        return None
+    cut: dict[int, list[cst.BaseElement]] = {}
+    for table in tables:
+        rows = list(dict.fromkeys(min(k, len(table.elements) - 1) for k in order))
+        # Each kept row takes the comma (and line break) of the row whose place it takes; the
+        # last takes the table's last row's, which leads to the closing bracket.
+        commas: list[cst.Comma | cst.MaybeSentinel] = [
+            e.comma if isinstance(e.comma, cst.Comma) else cst.Comma() for e in table.elements
+        ]
+        commas[len(rows) - 1] = table.elements[-1].comma
+        cut[id(table)] = [
+            table.elements[r].with_changes(comma=commas[j]) for j, r in enumerate(rows)
+        ]
 
     class Cut(cst.CSTTransformer):
         def leave_List(self, original: cst.List, updated: cst.List) -> cst.List:
-            return updated.with_changes(elements=elements) if original is table else updated
+            rows = cut.get(id(original))
+            return updated.with_changes(elements=rows) if rows is not None else updated
 
     return module.visit(Cut()).code
