@@ -22,6 +22,7 @@ if ! command -v bwrap >/dev/null && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.txt" 2>&1
+[ -f COMMIT ] && echo "klineage $(cat COMMIT) (benchmarks/freeze.sh)" >> "$R/versions.txt"
 python3 benchmarks/card_ceilings.py > "$R/ceilings.json" 2> "$R/ceilings.err" || true
 SHORT=${SHORT:-multi_row@rows=4,multi_row@rows=4+tunables@CHUNK=256@num_warps=4,multi_row@rows=8+tunables@CHUNK=256@num_warps=4,multi_row@rows=16+tunables@CHUNK=256@num_warps=4,multi_row@rows=32+tunables@CHUNK=256@num_warps=8}
 LONG=${LONG:-split_scan,split_scan@chunk=0,split_scan@programs_per_sm=16@max_segments=128}

@@ -29,6 +29,7 @@ if [ -n "${OWN_FLOOR:-}" ] && [ -s "$R/ceilings.json" ]; then eval "$(python3 be
 # The versions and any error above go to status.txt: the device tool brings back at most 8
 # files from $OUT (2026-12-07: versions.txt, the ninth, was left out).
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$R/status.txt" 2>&1
+[ -f COMMIT ] && echo "klineage $(cat COMMIT) (benchmarks/freeze.sh)" >> "$R/status.txt"
 # The store is in WAL mode: a plain copy of the .db file can miss every trial, so it is copied
 # by SQLite's backup. Every 60 s as well as at the end: a call the device tool cuts short (its
 # limit is the time left to the session, which can be under T) still brings back each trial
