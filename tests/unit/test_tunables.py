@@ -245,6 +245,10 @@ def test_fold_cuts_every_table_to_the_rows_the_gate_forced_together() -> None:
     assert _chunks(cut, "stats") == [64, 16] and _chunks(cut, "write") == [256, 128]
     assert _chunks(fold(TWO_TABLES, [1, 2]) or "", "write") == [256]  # rows 1 and min(2, 1)
     assert fold(TWO_TABLES, [3]) is None  # past the widest table: not a row the gate ran
+    empty = TWO_TABLES.replace(
+        '[triton.Config({"CHUNK": 128}), triton.Config({"CHUNK": 256})]', "[]"
+    )
+    assert fold(empty, [0]) is None  # no row of its own to keep
 
 
 def test_the_prior_takes_each_expert_config_s_nearest_first() -> None:

@@ -346,7 +346,7 @@ def fold(source: str, keep: list[int]) -> str | None:
 
     module.visit(Find())
     order = list(dict.fromkeys(keep))
-    if not tables or not order:
+    if not tables or not order or any(not t.elements for t in tables):
         return None
     if any(not 0 <= k < max(len(t.elements) for t in tables) for k in order):
         return None
