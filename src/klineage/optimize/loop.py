@@ -77,10 +77,8 @@ EventCallback = Callable[[str, Event], None]
 # 11: split_scan's two kernels take one step (SCAN_STEP, widened to 4096 where the kernel
 #    allows any) that tunables cannot table apart per kernel, and its segment count has half
 #    and double values; the stores up to 2026-12-07 (second session) are version 10.
-#    Since the fourth session a kept file with two or more tables is folded too; left at 11:
-#    a replayed trial must have the stored base_sha, so a store kept under the old folding
-#    diverges only at the first trial after such a table and gates it again from there (the
-#    reverse cumsum's store, one table, resumes as it was).
+#    Files with several tables fold too since 2026-12-07 (4th session); still 11: a replay
+#    needs the stored base_sha, so an old store is gated again after such a table.
 OPTIMIZE_VERSION = 11
 
 
