@@ -311,6 +311,13 @@ def _wrap_launch(cls: Any) -> None:
     cls.run = run
 
 
+def table_row(c: int, rows: int) -> int:
+    """The row of a table of `rows` configs that the gate's config c makes it take: row c, or
+    its last row when it is shorter (a file's tables are swept together; tunables.fold cuts
+    each table by the same rule)."""
+    return min(c, rows - 1)
+
+
 def _forced_index(force: int | str, name: str, n: int) -> int:
     """The config an autotuner is made to take: the index `force` for every kernel, or for
     "mix:R" the k-th autotuned kernel this process saw takes (R + k) mod n, so the kernels
@@ -319,7 +326,7 @@ def _forced_index(force: int | str, name: str, n: int) -> int:
     if isinstance(force, str):
         k = STATE.mix_rank.setdefault(name, len(STATE.mix_rank))
         return (int(force.partition(":")[2]) + k) % n
-    return min(force, n - 1)
+    return table_row(force, n)
 
 
 def _wrap_autotuner(cls: Any) -> None:

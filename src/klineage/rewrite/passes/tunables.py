@@ -326,10 +326,12 @@ class Tunables(RewritePass):
 def fold(source: str, keep: list[int]) -> str | None:
     """The source with its inline autotune tables cut to the rows at `keep` (in that order,
     each once): what a sweep found fastest per regime, written as short tables. The gate
-    sweeps a file's tables together (its config c makes every autotuner take row c, the last
-    row for a table shorter than c: gate/harness_monitors._forced_index), so each table keeps
-    its row min(k, rows - 1) for each k: a subset of the rows the gate checked. None when the
-    file has no inline table or a k is past its widest one."""
+    sweeps a file's tables together (its config c makes every autotuner take
+    harness_monitors.table_row(c, rows): row c, or the last of a shorter table), so each table
+    keeps that row for each k: a subset of the rows the gate checked. None when the file has
+    no inline table or a k is past its widest one."""
+    from klineage.gate.harness_monitors import table_row
+
     module = parse(source)
     tables: list[cst.List] = []
 
@@ -352,7 +354,7 @@ def fold(source: str, keep: list[int]) -> str | None:
         return None
     cut: dict[int, list[cst.BaseElement]] = {}
     for table in tables:
-        rows = list(dict.fromkeys(min(k, len(table.elements) - 1) for k in order))
+        rows = list(dict.fromkeys(table_row(k, len(table.elements)) for k in order))
         # Each kept row takes the comma (and line break) of the row whose place it takes; the
         # last takes the table's last row's, which leads to the closing bracket.
         commas: list[cst.Comma | cst.MaybeSentinel] = [
