@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ast
 
-from klineage.optimize.configs import ExpertConfig, nearest_configs, role
+from klineage.optimize.configs import ExpertConfig, _from_source, nearest_configs, role
 from klineage.rewrite import all_passes
-from klineage.rewrite.passes.tunables import analyse, draw, fold
+from klineage.rewrite.passes.tunables import analyse, draw, fold, lift
 
 ELEMENTWISE = """
 import torch
@@ -408,24 +408,108 @@ def run(x, out):
 def test_a_lifted_row_count_is_sized_with_the_columns_the_launcher_computes() -> None:
     """column_tiling's launcher computes BLOCK_N (at most 128 here) from the row tile it had;
     lifting ROWS alone, the H200 search (2026-12-03) timed 16384-row tiles of 128 columns, 2M
-    elements a program, and the gate call ran out of time compiling them."""
+    elements a program, and the gate call ran out of time compiling them. The grid tiles the
+    columns by BLOCK_N and nothing else reads it, so the table takes it too, from 128."""
     [launch] = analyse(TILED_COLUMNS)
-    assert [t.name for t in launch.tunables] == ["ROWS"] and launch.fixed == {"BLOCK_N": 128}
+    assert [(t.name, t.value, t.tiled) for t in launch.tunables] == [
+        ("ROWS", 32, True),
+        ("BLOCK_N", 128, True),
+    ]
+    assert launch.fixed == {}
     space = launch.space()
-    assert max(c["ROWS"] for c in space) * 128 <= 1 << 16 < 16384 * 128
+    assert space[0] == {"ROWS": 32, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
+    assert max(c["ROWS"] * c["BLOCK_N"] for c in space) == 1 << 16
+    assert {c["BLOCK_N"] for c in space} >= {16, 128, 512}
     # Matched to 1-D experts of 4096 and 16384 elements, the whole tile is what is compared.
     experts = [
         ExpertConfig((("X", 4096),), 8, None, False, "a"),
         ExpertConfig((("X", 16384),), 16, None, False, "b"),
     ]
     chosen, _ = nearest_configs(launch, experts, 3, dot=False)
-    assert [c["ROWS"] * 128 for c in chosen[1:]] == [4096, 16384]
-    # Nothing bounds a size computed from the shape alone: it stays out of the tile.
+    assert [c["ROWS"] * c["BLOCK_N"] for c in chosen[1:]] == [4096, 16384]
+    # Nothing bounds a size computed from the shape alone: it stays the launcher's, out of the
+    # tile, and no other computed size is lifted beside it (its tiles could not be sized).
     unbounded = TILED_COLUMNS.replace(
         "min(256, max(1, 4096 // 32), triton.next_power_of_2(N))", "triton.next_power_of_2(N)"
     )
     [free] = analyse(unbounded)
-    assert free.fixed == {} and max(c["ROWS"] for c in free.space()) == 16384
+    assert [t.name for t in free.tunables] == ["ROWS"] and free.fixed == {}
+    assert max(c["ROWS"] for c in free.space()) == 16384
+    # A computed size that something besides the grid reads (a buffer's size) keeps its formula.
+    shared = TILED_COLUMNS.replace("    return out\n", "    return out[: BLOCK_N]\n")
+    [kept] = analyse(shared)
+    assert [t.name for t in kept.tunables] == ["ROWS"] and kept.fixed == {"BLOCK_N": 128}
+
+
+def test_a_launcher_computed_row_count_is_lifted_and_its_line_goes() -> None:
+    """multi_row's reverse cumsum: `ROWS = min(64, max(1, 256 // 64), ...)` is 4 rows of the
+    64-column chunk. The table takes both, so a wider chunk can come with more rows."""
+    source = SCAN_ROWS
+    [launch] = analyse(source)
+    assert [(t.name, t.value, t.tiled) for t in launch.tunables] == [
+        ("CHUNK", 64, True),
+        ("ROWS", 4, True),
+    ]
+    assert {(c["ROWS"], c["CHUNK"]) for c in launch.space()} >= {(16, 256), (4, 64), (64, 1024)}
+    out = lift(source, launch, [launch.current(), {**launch.current(), "ROWS": 16, "CHUNK": 256}])
+    assert "ROWS = min(" not in out and "# four rows" not in out
+    assert 'scan_rows[lambda META: (triton.cdiv(rows, META["ROWS"]),)](x, y, n, n_rows=rows)' in out
+    assert 'triton.Config({"CHUNK": 256, "ROWS": 16}, num_warps=4, num_stages=3)' in out
+
+
+def test_a_scan_is_matched_to_scan_experts_or_else_to_its_own_neighbourhood() -> None:
+    """The copy and reduction experts' tiles (4096 elements and up) are no prior for a scan:
+    the reverse cumsum's [4, CHUNK] walk ran 4x slower at CHUNK 1024 than at 64 on its short
+    rows (H100, 2026-12-07). Without a scan expert, the table is the current config's
+    neighbourhood: each size from half to four times its own, nearest first, then warps."""
+    [launch] = analyse(SCAN_ROWS)
+    copy = [ExpertConfig((("X", 4096),), 8, None, False, "copy")]
+    chosen, note = nearest_configs(launch, copy, 16, dot=False, scan=True)
+    assert "around the current one" in note and chosen[0] == launch.current()
+    shapes = [
+        (c["CHUNK"], c["ROWS"]) for c in chosen if c["num_warps"] == 4 and c["num_stages"] == 3
+    ]
+    assert shapes[:4] == [(64, 4), (32, 4), (64, 8), (128, 4)]
+    assert {(256, 16), (256, 4), (128, 8)} <= set(shapes)
+    assert all(16 <= ch <= 256 and 4 <= r <= 16 for ch, r in shapes)
+    rest = [c for c in chosen if (c["CHUNK"], c["ROWS"]) == (64, 4)][1:]
+    assert rest and all(c["num_warps"] in (2, 4, 8) for c in rest)
+    # The same experts stay the prior of a kernel that does not scan; a scan expert, of a scan.
+    assert "nearest of" in nearest_configs(launch, copy, 16, dot=False)[1]
+    scan = [ExpertConfig((("X", 1024),), 4, None, False, "scan", True)]
+    chosen, note = nearest_configs(launch, [*copy, *scan], 3, dot=False, scan=True)
+    assert "(scan)" in note and chosen[1]["CHUNK"] * chosen[1]["ROWS"] == 1024
+    # An exemplar that scans gives scan configs.
+    table = 'c = triton.Config({"BLOCK": 256}, num_warps=4)\n'
+    [read] = _from_source(table + "y = tl.cumsum(x, axis=0)\n", "scan")
+    assert not _from_source(table, "copy")[0].scan
+    assert read.scan and not read.dot and read.sizes == (("X", 256),)
+
+
+SCAN_ROWS = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scan_rows(x_ptr, y_ptr, n, CHUNK: tl.constexpr, n_rows, ROWS: tl.constexpr):
+    rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS))[:, None]
+    ok = rows < n_rows
+    carried = tl.full((ROWS, 1), 0.0, tl.float32)
+    for done in range(0, n, CHUNK):
+        pos = done + tl.arange(0, CHUNK)[None, :]
+        v = tl.load(x_ptr + rows * n + pos, mask=ok & (pos < n), other=0.0)
+        tl.store(y_ptr + rows * n + pos, carried + tl.cumsum(v, axis=1), mask=ok & (pos < n))
+        carried += tl.sum(v, axis=1, keep_dims=True)
+
+
+def run(x, y):
+    rows, n = x.shape
+    # four rows of the 64-column chunk
+    ROWS = min(64, max(1, 256 // 64), triton.next_power_of_2(rows))
+    scan_rows[(triton.cdiv(rows, ROWS),)](x, y, n, CHUNK=64, n_rows=rows, ROWS=ROWS)
+"""
 
 
 TILE_COPY = """

@@ -40,6 +40,7 @@ class ExpertConfig:
     stages: int | None
     dot: bool  # the expert's kernel multiplies tiles (tl.dot)
     source: str  # which skill's exemplar it came from
+    scan: bool = False  # the expert's kernel scans (tl.cumsum, tl.associative_scan)
 
     @property
     def elements(self) -> int:
@@ -56,6 +57,7 @@ def _from_source(text: str, origin: str) -> list[ExpertConfig]:
     except SyntaxError:
         return []
     dot = "tl.dot" in text or ".dot(" in text
+    scan = scans(text)
     out: list[ExpertConfig] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -79,8 +81,15 @@ def _from_source(text: str, origin: str) -> list[ExpertConfig]:
             continue
         sizes = tuple(sorted((role(n), v) for n, v in pairs if _is_block_name(n)))
         # Triton's defaults where the expert wrote none: 4 warps (3 stages only matter in loops).
-        out.append(ExpertConfig(sizes, kw.get("num_warps") or 4, kw.get("num_stages"), dot, origin))
+        out.append(
+            ExpertConfig(sizes, kw.get("num_warps") or 4, kw.get("num_stages"), dot, origin, scan)
+        )
     return out
+
+
+def scans(text: str) -> bool:
+    """Whether a kernel's source scans (its tile's cost is the scan's, not the load's)."""
+    return any(f in text for f in ("tl.cumsum", "tl.cumprod", "associative_scan"))
 
 
 def expert_configs(skills: list[Skill]) -> list[ExpertConfig]:
@@ -122,18 +131,31 @@ def nearest_configs(
     *,
     dot: bool,
     space: list[dict[str, int]] | None = None,
+    scan: bool = False,
 ) -> tuple[list[dict[str, int]], str]:
     """The current config and the count - 1 configs of the space (launch.space() unless given)
-    nearest to an expert's of the same kind; and a note saying what they were matched to."""
+    nearest to an expert's of the same kind (multiplying tiles, scanning them, or neither); and
+    a note saying what they were matched to. Without one, the configs nearest the current one
+    (what the structural pass chose): on the H100 (2026-12-07) the reverse cumsum's [4, CHUNK]
+    scan ran 244-278 us at CHUNK 64-128 on its short and mid rows and 266-9394 us at 1024-4096,
+    the tiles of the copy and reduction experts it had been matched to."""
     space = space if space is not None else launch.space()
-    same = list(dict.fromkeys(e for e in experts if e.dot == dot and e.sizes))
+    same = list(dict.fromkeys(e for e in experts if e.dot == dot and e.scan == scan and e.sizes))
     if not same:
-        return space[: max(1, count)], "no expert config of this kind: the space in order"
+        return _around(launch, space, count)
     # Round robin over the experts' configs: each in turn gets its nearest config not chosen
     # yet, so the share covers every expert's choice before a second neighbour of any.
     chosen = [space[0]]
     taken = {_key(space[0])}
-    queues = [sorted(space[1:], key=lambda c, e=e: _distance(c, launch, e)) for e in same]  # type: ignore[misc]
+    # Ties (the same tile in several shapes, a [ROWS, CHUNK] of 4096 as 16 x 256 or 4 x 1024)
+    # go to the shape nearest the current one, every size moved a little rather than one a
+    # lot: in space order, the first size's smallest value came first, so the reverse cumsum's
+    # lifted rows and chunk got 16-column chunks of 64 to 1024 rows.
+    current = space[0]
+    queues = [
+        sorted(space[1:], key=lambda c, e=e: (_distance(c, launch, e), _moved(c, current, launch)))  # type: ignore[misc]
+        for e in same
+    ]
     while len(chosen) < count and any(queues):
         for q in queues:
             while q and _key(q[0]) in taken:
@@ -143,6 +165,43 @@ def nearest_configs(
                 chosen.append(q.pop(0))
     names = sorted({e.source for e in same})
     return chosen, f"nearest of {len(space)} to {len(same)} expert configs ({', '.join(names[:4])})"
+
+
+def _around(
+    launch: Launch, space: list[dict[str, int]], count: int
+) -> tuple[list[dict[str, int]], str]:
+    """Without an expert of the kind: the current config's neighbourhood, what the structural
+    pass chose. First every size from half to four times its value at the current warps and
+    stages, nearest first; then the other warps and stages of the current sizes."""
+    here = space[0]
+    sizes = [t.name for t in launch.tunables]
+
+    def near(c: dict[str, int]) -> bool:
+        return all(0.5 <= c[n] / here[n] <= 4 for n in sizes) and all(
+            c.get(k) == here.get(k) for k in ("num_warps", "num_stages")
+        )
+
+    shapes = sorted((c for c in space[1:] if near(c)), key=lambda c: _moved(c, here, launch))
+    others = sorted(
+        (c for c in space[1:] if all(c[n] == here[n] for n in sizes) and c not in shapes),
+        key=lambda c: (
+            abs(math.log2(c["num_warps"]) - math.log2(here["num_warps"]))
+            + 0.5 * abs(c.get("num_stages", 0) - here.get("num_stages", 0))
+        ),
+    )
+    chosen = [here, *shapes, *others][: max(1, count)]
+    return (
+        chosen,
+        f"no expert config of this kind: {len(chosen)} of {len(space)} around the current one",
+    )
+
+
+def _moved(c: dict[str, int], current: dict[str, int], launch: Launch) -> float:
+    """How far a config's sizes are from the current ones: squared steps of two."""
+    return sum(
+        (math.log2(c.get(t.name, t.value)) - math.log2(current.get(t.name, t.value))) ** 2
+        for t in launch.tunables
+    )
 
 
 def _key(c: dict[str, int]) -> tuple[tuple[str, int], ...]:

@@ -77,9 +77,9 @@ EventCallback = Callable[[str, Event], None]
 # 11: split_scan's two kernels take one step (SCAN_STEP, widened to 4096 where the kernel
 #    allows any) that tunables cannot table apart per kernel, and its segment count has half
 #    and double values; the stores up to 2026-12-07 (second session) are version 10.
-#    Files with several tables fold too since 2026-12-07 (4th session); still 11: a replay
-#    needs the stored base_sha, so an old store is gated again after such a table.
-OPTIMIZE_VERSION = 11
+# 12: tables lift a grid-tiled size the launcher computes (multi_row's rows); a scan's is
+#    drawn around its own config, not the copy experts' (the 2026-12-07 stores are 11).
+OPTIMIZE_VERSION = 12
 
 
 class OptimizeRefused(KLineageError):

@@ -135,7 +135,7 @@ def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
     """The kernel's launch constants lifted into a table of ctx.configs configs (the gate
     sweeps it; GPU only): with prior, the configs nearest to the experts' (optimize/configs.py);
     without, drawn at random from the same space."""
-    from klineage.optimize.configs import expert_configs, nearest_configs
+    from klineage.optimize.configs import expert_configs, nearest_configs, scans
     from klineage.rewrite.launches import analyse, draw
 
     if ctx.device != "cuda":
@@ -152,7 +152,9 @@ def tuning_proposals(ctx: Context, *, prior: bool) -> Iterator[Proposal]:
         launch, kernels = same[0], [x.kernel for x in same]
         if prior:
             dot = "tl.dot" in ctx.best_source
-            configs, note = nearest_configs(launch, experts, ctx.configs, dot=dot, space=space)
+            configs, note = nearest_configs(
+                launch, experts, ctx.configs, dot=dot, space=space, scan=scans(ctx.best_source)
+            )
         else:
             configs, note = (
                 draw(space, ctx.configs, _seed(ctx)),

@@ -39,7 +39,8 @@ class Tunable:
     tiled: bool  # any value is correct: the grid tiles by it or a loop steps by it
 
     def values(self) -> list[int]:
-        lo = MIN_BLOCK if self.tiled else self.value
+        # A tiled size may also shrink, to 16 (or to its own value where smaller: 4 rows)
+        lo = min(MIN_BLOCK, self.value) if self.tiled else self.value
         return [1 << k for k in range(16) if lo <= 1 << k <= MAX_BLOCK]
 
 
@@ -322,6 +323,26 @@ def _unlift_shared_literals(launch: Launch, grid: cst.BaseExpression) -> None:
             launch.fixed[t.name] = t.value
 
 
+def _lift_computed(
+    launch: Launch,
+    computed: list[tuple[str, str, int]],
+    fn: cst.FunctionDef,
+    grid: cst.BaseExpression,
+) -> None:
+    """A size the launcher computes, that the grid tiles by and nothing else reads, is lifted
+    too, from the most its expression allows: any value is correct (the grid follows it), and
+    the launcher's formula was sized for the other constants it had, which the table changes.
+    multi_row's `ROWS = min(64, max(1, 256 // 64), next_power_of_2(rows))` packs 4 rows of the
+    reverse cumsum's 64-column chunk; lifted alone, a table widened the chunk to 256 at 4 rows
+    and short rows stayed at 30% of the floor on an H100 (2026-12-07). Only where every other
+    size of the launch is bounded: the table's tiles are then sized with all of them."""
+    for key, local, most in computed:
+        if _reads(fn, local) - 1 - _reads(grid, local) > 0:
+            continue
+        del launch.fixed[key]
+        launch.tunables.append(Tunable(key, most, local, True))
+
+
 def _grid(
     call: cst.Call, binds: dict[str, list[cst.BaseExpression]]
 ) -> tuple[cst.BaseExpression | None, str | None]:
@@ -376,6 +397,8 @@ def analyse(source: str) -> list[Launch]:
         fn = facts.functions.get(function)
         binds = _bindings(fn)
         grid, _ = _grid(call, binds)
+        computed: list[tuple[str, str, int]] = []  # bounded sizes the launcher computes
+        unbounded = False  # a size computed from the shape alone (next_power_of_2(n))
         for a in call.args:
             if a.keyword is None:
                 continue
@@ -409,8 +432,12 @@ def analyse(source: str) -> list[Launch]:
             value = _power_of_two(bound)
             if value is None:  # computed at run time (next_power_of_2(n)): it follows the shape
                 most = _at_most(bound) if bound is not None else None
-                if most is not None:
-                    launch.fixed[key] = most
+                if most is None:
+                    unbounded = True
+                    continue
+                launch.fixed[key] = most
+                if local is not None and grid is not None and _reads(grid, local):
+                    computed.append((key, local, most))
                 continue
             uses_in_grid = 0
             if grid is not None:
@@ -421,6 +448,8 @@ def analyse(source: str) -> list[Launch]:
                 continue
             tiled = uses_in_grid > 0 or key in body.loop_steps
             launch.tunables.append(Tunable(key, value, local, tiled))
+        if not unbounded and fn is not None and grid is not None:
+            _lift_computed(launch, computed, fn, grid)
         if grid is not None:
             _unlift_shared_literals(launch, grid)
         if launch.problem:
