@@ -57,3 +57,30 @@ def test_the_naive_column_softmax_tuned_over_its_step_is_accepted(tmp_path: Path
     assert result.accepted, result.message
     correctness = next(s for s in result.stages if s.stage.value == "correctness")
     assert all(o.configs_checked == 2 for o in correctness.regimes)
+
+
+def test_the_reverse_cumsums_rows_and_chunk_tabled_together_pass_the_gate(tmp_path: Path) -> None:
+    """multi_row's launcher computes the rows a program; the table lifts them beside the
+    chunk, and the grid follows META["ROWS"]: every config's programs cover every row."""
+    problem = GEMV.parent / "reverse_cumsum_rows"
+    passes = all_passes()
+    source = (problem / "naive.py").read_text()
+    rows = passes["multi_row"]
+    made = rows.apply(source, rows.forward_sites(source)[0], {})
+    assert made.applied and made.source
+    p = passes["tunables"]
+    [site] = p.forward_sites(made.source)
+    configs = [{"CHUNK": 256, "ROWS": 16, "num_warps": 4}, {"CHUNK": 32, "ROWS": 8, "num_warps": 2}]
+    r = p.apply(made.source, site, {"configs": configs})
+    assert r.applied and r.source and "ROWS = min(" not in r.source
+    cand = tmp_path / "tuned.py"
+    cand.write_text(r.source)
+    result = run_gate(problem / "problem.py", cand, device="cpu", regimes=["ragged", "fp16"])
+    assert result.accepted, result.message
+    correctness = next(s for s in result.stages if s.stage.value == "correctness")
+    assert all(o.configs_checked == 2 for o in correctness.regimes)
+    # A grid that forgets the last partial program of rows leaves rows unwritten.
+    short = cand.with_name("short.py")
+    short.write_text(r.source.replace('triton.cdiv(rows, META["ROWS"])', 'rows // META["ROWS"]'))
+    rejected = run_gate(problem / "problem.py", short, device="cpu", regimes=["ragged", "fp16"])
+    assert not rejected.accepted
