@@ -4,6 +4,7 @@ klineage policy picks (optimize/configs.py): source rewrites only, no kernels ru
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from klineage.optimize.configs import ExpertConfig, _from_source, nearest_configs, role
 from klineage.rewrite import all_passes
@@ -408,37 +409,50 @@ def run(x, out):
 def test_a_lifted_row_count_is_sized_with_the_columns_the_launcher_computes() -> None:
     """column_tiling's launcher computes BLOCK_N (at most 128 here) from the row tile it had;
     lifting ROWS alone, the H200 search (2026-12-03) timed 16384-row tiles of 128 columns, 2M
-    elements a program, and the gate call ran out of time compiling them. The grid tiles the
-    columns by BLOCK_N and nothing else reads it, so the table takes it too, from 128."""
+    elements a program, and the gate call ran out of time compiling them. BLOCK_N itself stays
+    the launcher's: 128 is more than a computed count a table lifts (it is N's own below 128)."""
     [launch] = analyse(TILED_COLUMNS)
-    assert [(t.name, t.value, t.tiled) for t in launch.tunables] == [
-        ("ROWS", 32, True),
-        ("BLOCK_N", 128, True),
-    ]
-    assert launch.fixed == {}
+    assert [t.name for t in launch.tunables] == ["ROWS"] and launch.fixed == {"BLOCK_N": 128}
     space = launch.space()
-    assert space[0] == {"ROWS": 32, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
-    assert max(c["ROWS"] * c["BLOCK_N"] for c in space) == 1 << 16
-    assert {c["BLOCK_N"] for c in space} >= {16, 128, 512}
+    assert max(c["ROWS"] for c in space) * 128 <= 1 << 16 < 16384 * 128
     # Matched to 1-D experts of 4096 and 16384 elements, the whole tile is what is compared.
     experts = [
         ExpertConfig((("X", 4096),), 8, None, False, "a"),
         ExpertConfig((("X", 16384),), 16, None, False, "b"),
     ]
     chosen, _ = nearest_configs(launch, experts, 3, dot=False)
-    assert [c["ROWS"] * c["BLOCK_N"] for c in chosen[1:]] == [4096, 16384]
-    # Nothing bounds a size computed from the shape alone: it stays the launcher's, out of the
-    # tile, and no other computed size is lifted beside it (its tiles could not be sized).
+    assert [c["ROWS"] * 128 for c in chosen[1:]] == [4096, 16384]
+    # Nothing bounds a size computed from the shape alone: it stays out of the tile.
     unbounded = TILED_COLUMNS.replace(
         "min(256, max(1, 4096 // 32), triton.next_power_of_2(N))", "triton.next_power_of_2(N)"
     )
     [free] = analyse(unbounded)
-    assert [t.name for t in free.tunables] == ["ROWS"] and free.fixed == {}
-    assert max(c["ROWS"] for c in free.space()) == 16384
-    # A computed size that something besides the grid reads (a buffer's size) keeps its formula.
-    shared = TILED_COLUMNS.replace("    return out\n", "    return out[: BLOCK_N]\n")
+    assert free.fixed == {} and max(c["ROWS"] for c in free.space()) == 16384
+    # At most 16 columns, the grid's count is lifted beside ROWS, from 16.
+    few = TILED_COLUMNS.replace("min(256, max(1, 4096 // 32),", "min(16, max(1, 4096 // 32),")
+    [both] = analyse(few)
+    assert [(t.name, t.value) for t in both.tunables] == [("ROWS", 32), ("BLOCK_N", 16)]
+    assert both.fixed == {} and max(c["ROWS"] * c["BLOCK_N"] for c in both.space()) == 1 << 16
+    # ... but not where something besides the grid reads it (a buffer's size), ...
+    shared = few.replace("    return out\n", "    return out[:BLOCK_N]\n")
     [kept] = analyse(shared)
-    assert [t.name for t in kept.tunables] == ["ROWS"] and kept.fixed == {"BLOCK_N": 128}
+    assert [t.name for t in kept.tunables] == ["ROWS"] and kept.fixed == {"BLOCK_N": 16}
+    # ... nor beside a tile extent the launcher computes from the shape alone.
+    spanned = few.replace(", ROWS=32,", ", ROWS=triton.next_power_of_2(M),")
+    [alone] = analyse(spanned)
+    assert alone.tunables == [] and alone.fixed == {"BLOCK_N": 16}
+
+
+def test_rows_beside_a_row_wide_span_stay_the_launchers() -> None:
+    """multi_row's log-sum-exp: its block is `SPAN=next_power_of_2(row_len)`, which no name
+    marks a block size; lifted rows would go up to 16384 whole rows a program beside it."""
+    heldout = Path(__file__).resolve().parents[2] / "src" / "klineage" / "heldout"
+    source = (heldout / "logsumexp_rows" / "naive.py").read_text()
+    rows = all_passes()["multi_row"]
+    made = rows.apply(source, rows.forward_sites(source)[0], {"max_rows": 8}).source
+    assert made and "SPAN=triton.next_power_of_2(row_len)" in made and "min(8," in made
+    [launch] = analyse(made)
+    assert launch.tunables == [] and launch.fixed == {"ROWS": 8}
 
 
 def test_a_launcher_computed_row_count_is_lifted_and_its_line_goes() -> None:

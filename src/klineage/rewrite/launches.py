@@ -323,6 +323,9 @@ def _unlift_shared_literals(launch: Launch, grid: cst.BaseExpression) -> None:
             launch.fixed[t.name] = t.value
 
 
+FEW = 16  # the largest computed count a table lifts (see _lift_computed)
+
+
 def _lift_computed(
     launch: Launch,
     computed: list[tuple[str, str, int]],
@@ -335,9 +338,14 @@ def _lift_computed(
     multi_row's `ROWS = min(64, max(1, 256 // 64), next_power_of_2(rows))` packs 4 rows of the
     reverse cumsum's 64-column chunk; lifted alone, a table widened the chunk to 256 at 4 rows
     and short rows stayed at 30% of the floor on an H100 (2026-12-07). Only where every other
-    size of the launch is bounded: the table's tiles are then sized with all of them."""
+    size and every tl.arange extent of the kernel is bounded, so the table's tiles are sized
+    with all of them: beside a softmax row's SPAN = next_power_of_2(n), a lifted ROWS would
+    put up to 16384 whole rows in a program. And only a count of at most FEW: the table's first
+    config (the kernel as it was) takes the most, which the launcher computes for any shape
+    with at least that many rows; a matmul's `TILE_M = min(64, max(16, next_power_of_2(M)))`
+    is 16 at the long-K matmul's M = 16, and its table would have started at 64."""
     for key, local, most in computed:
-        if _reads(fn, local) - 1 - _reads(grid, local) > 0:
+        if most > FEW or _reads(fn, local) - 1 - _reads(grid, local) > 0:
             continue
         del launch.fixed[key]
         launch.tunables.append(Tunable(key, most, local, True))
@@ -448,7 +456,9 @@ def analyse(source: str) -> list[Launch]:
                 continue
             tiled = uses_in_grid > 0 or key in body.loop_steps
             launch.tunables.append(Tunable(key, value, local, tiled))
-        if not unbounded and fn is not None and grid is not None:
+        spans = body.aranged & const  # every tile extent the kernel has
+        sized = {t.name for t in launch.tunables} | set(launch.fixed)
+        if not unbounded and spans <= sized and fn is not None and grid is not None:
             _lift_computed(launch, computed, fn, grid)
         if grid is not None:
             _unlift_shared_literals(launch, grid)
