@@ -500,6 +500,27 @@ def test_a_scan_is_matched_to_scan_experts_or_else_to_its_own_neighbourhood() ->
     assert read.scan and not read.dot and read.sizes == (("X", 256),)
 
 
+def test_a_launch_in_one_of_several_forwards_is_read_and_lifted_in_that_one() -> None:
+    """A regime dispatch file has a forward per class; the launch's locals are those of the
+    forward it is in (the last forward of the file was read before: the reverse cumsum's
+    dispatched multi_row kernel had no ROWS to lift), and only that forward is rewritten."""
+    run = SCAN_ROWS[SCAN_ROWS.index("def run(") :]
+    body = run.replace("def run(x, y):", "    def forward(self, x, y):").replace(
+        "\n    ", "\n        "
+    )
+    other = (
+        "class Other:\n    def forward(self, x, y):\n        ROWS = 4\n"
+        "        rows, n = x.shape\n        return ROWS\n"
+    )
+    source = SCAN_ROWS[: SCAN_ROWS.index("def run(")] + "class Base:\n" + body + "\n\n" + other
+    [launch] = analyse(source)
+    assert [t.name for t in launch.tunables] == ["CHUNK", "ROWS"]
+    out = lift(source, launch, [launch.current()])
+    assert "ROWS = min(" not in out and "        ROWS = 4\n" in out
+    assert 'scan_rows[lambda META: (triton.cdiv(rows, META["ROWS"]),)]' in out
+    compile(out, "lifted.py", "exec")
+
+
 SCAN_ROWS = """
 import torch
 import triton

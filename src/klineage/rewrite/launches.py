@@ -212,10 +212,13 @@ class _Module(cst.CSTVisitor):
     def __init__(self) -> None:
         self.kernels: dict[str, cst.FunctionDef] = {}
         self.autotuned: set[str] = set()
-        self.launches: list[tuple[cst.Call, str, int]] = []
+        # each launch, the outermost function it is in (its name and node: a file with a
+        # regime dispatch has two or three methods named forward) and its line
+        self.launches: list[tuple[cst.Call, str, cst.FunctionDef | None, int]] = []
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, cst.BaseExpression] = {}
         self.stack: list[str] = []
+        self.outer: cst.FunctionDef | None = None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if not self.stack:
@@ -224,15 +227,18 @@ class _Module(cst.CSTVisitor):
                 self.kernels[node.name.value] = node
                 if any(autotune_call(d) for d in node.decorators):
                     self.autotuned.add(node.name.value)
+            self.outer = node
         self.stack.append(node.name.value)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.stack.pop()
+        if not self.stack:
+            self.outer = None
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Subscript) and isinstance(node.func.value, cst.Name):
             line = self.get_metadata(PositionProvider, node).start.line
-            self.launches.append((node, self.stack[0] if self.stack else "", line))
+            self.launches.append((node, self.stack[0] if self.stack else "", self.outer, line))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if not self.stack:
@@ -371,11 +377,11 @@ def analyse(source: str) -> list[Launch]:
     facts = _Module()
     wrapper.visit(facts)
     counts: dict[str, int] = {}
-    for call, _, _ in facts.launches:
+    for call, _, _, _ in facts.launches:
         assert isinstance(call.func, cst.Subscript) and isinstance(call.func.value, cst.Name)
         counts[call.func.value.value] = counts.get(call.func.value.value, 0) + 1
     out: list[Launch] = []
-    for call, function, line in facts.launches:
+    for call, function, outer, line in facts.launches:
         assert isinstance(call.func, cst.Subscript) and isinstance(call.func.value, cst.Name)
         name = call.func.value.value
         kernel = facts.kernels.get(name)
@@ -402,7 +408,7 @@ def analyse(source: str) -> list[Launch]:
         if not _IMPORTS_TRITON.search(source):
             launch.problem = "no `import triton` for triton.autotune"
             continue
-        fn = facts.functions.get(function)
+        fn = outer
         binds = _bindings(fn)
         grid, _ = _grid(call, binds)
         computed: list[tuple[str, str, int]] = []  # bounded sizes the launcher computes

@@ -41,7 +41,6 @@ from klineage.rewrite.launches import (
     _reads,
     analyse,
     draw,
-    outer_functions,
 )
 from klineage.rewrite.registry import register
 
@@ -62,12 +61,19 @@ def table_code(configs: list[dict[str, int]], keys: list[str]) -> str:
 
 
 class _Lift(cst.CSTTransformer):
-    def __init__(self, launch: Launch, decorator: cst.Decorator, grid_name: str | None) -> None:
+    def __init__(
+        self,
+        launch: Launch,
+        decorator: cst.Decorator,
+        grid_name: str | None,
+        launcher: cst.FunctionDef | None,
+    ) -> None:
         self.launch, self.decorator, self.grid_name = launch, decorator, grid_name
         self.lifted = {t.name for t in launch.tunables} | {"num_warps", "num_stages"}
         self.locals = {t.local: t for t in launch.tunables if t.local}
         self.depth = 0
-        self.function = ""
+        self.launcher = launcher  # the outermost function the launch is in
+        self.inside = False  # in it (not in another function of the same name)
 
     def _meta(self, grid: cst.BaseExpression) -> cst.BaseExpression:
         """`lambda META: grid`, each lifted size read from META: a local by name, a literal
@@ -100,7 +106,7 @@ class _Lift(cst.CSTTransformer):
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
         """The launcher's locals that held a lifted size go: the table holds them now."""
-        if self.depth == 0 or self.function != self.launch.function:
+        if not self.inside:
             return updated
         body = []
         for small in updated.body:
@@ -159,7 +165,7 @@ class _Lift(cst.CSTTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.depth += 1
         if self.depth == 1:
-            self.function = node.name.value
+            self.inside = node is self.launcher
 
     def leave_FunctionDef(
         self, original: cst.FunctionDef, updated: cst.FunctionDef
@@ -172,6 +178,7 @@ class _Lift(cst.CSTTransformer):
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         if (
             self.grid_name
+            and self.inside
             and len(original.targets) == 1
             and isinstance(original.targets[0].target, cst.Name)
             and original.targets[0].target.value == self.grid_name
@@ -212,24 +219,33 @@ def lift(source: str, launch: Launch, configs: list[dict[str, int]]) -> str:
     module = parse(source)
     decorator = cst.parse_statement(f"{table_code(configs, launch.keys)}\ndef _(): pass\n")
     assert isinstance(decorator, cst.FunctionDef)
-    fn = outer_functions(module).get(launch.function) if launch.function else None
-    binds = _bindings(fn)
-    call = None
+    call: cst.Call | None = None
+    fn: cst.FunctionDef | None = None
 
     class Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.outer: list[cst.FunctionDef] = []
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.outer.append(node)
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            self.outer.pop()
+
         def visit_Call(self, node: cst.Call) -> None:
-            nonlocal call
+            nonlocal call, fn
             if isinstance(node.func, cst.Subscript) and dotted(node.func.value) == launch.kernel:
-                call = node
+                call, fn = node, (self.outer[0] if self.outer else None)
 
     module.visit(Find())
     assert call is not None
+    binds = _bindings(fn)
     grid, grid_name = _grid(call, binds)
     uses_tunable = grid is not None and any(
         (t.local and _reads(grid, t.local)) or (not t.local and _tile_counts(grid, t.value))
         for t in launch.tunables
     )
-    t = _Lift(launch, decorator.decorators[0], grid_name if uses_tunable else None)
+    t = _Lift(launch, decorator.decorators[0], grid_name if uses_tunable else None, fn)
     return module.visit(t).code
 
 
