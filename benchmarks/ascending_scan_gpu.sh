@@ -2,7 +2,8 @@
 # Issue 16: does a suffix scan that loads its chunk in ascending addresses (and scans it with
 # tl.cumsum(..., reverse=True)) beat the same kernel loading it back to front? Each
 # DIR/<name>_asc.py is gated beside DIR/<name>.py (--base: one gate call, CUDA-graph replay)
-# on the reverse cumsum's regimes its kernel is for. Carry .frozen (benchmarks/freeze.sh);
+# on the reverse cumsum's regimes its kernel is for. The _asc files are what the
+# ascending_scan pass writes from each (klineage.optimize.materialize.mechanical). Carry .frozen (benchmarks/freeze.sh);
 # DIR is benchmarks/results/issue16-2026-12-07e/ascending by default (copy it into .frozen).
 #   cd .frozen && DIR=ascending bash benchmarks/ascending_scan_gpu.sh   # $OUT/asc-*.json
 set -uo pipefail

@@ -22,7 +22,7 @@ def suffix_scan_row(x_ptr, y_ptr, n, pitch, CHUNK: tl.constexpr, n_rows, ROWS: t
     dst = y_ptr + row * pitch
     carried = tl.full((ROWS, 1), 0.0, tl.float32)
     for done in range(0, n, CHUNK):
-        pos = (n - CHUNK - done) + tl.arange(0, CHUNK)[None, :]
+        pos = (n - done - CHUNK) + tl.arange(0, CHUNK)[None, :]
         inside = pos >= 0
         v = tl.load(src + pos, mask=inside & row_ok, other=0.0).to(tl.float32)
         out = carried + tl.cumsum(v, axis=1, reverse=True)

@@ -28,7 +28,7 @@ def suffix_scan_row(x_ptr, y_ptr, n, pitch, CHUNK: tl.constexpr, totals, n_seg, 
         at = totals + tl.program_id(0).to(tl.int64) * n_seg + earlier
         carried += tl.sum(tl.load(at, mask=earlier < seg, other=0.0), axis=0)
     for done in range(seg * seg_len, tl.minimum(seg * seg_len + seg_len, n), CHUNK):
-        pos = (n - CHUNK - done) + tl.arange(0, CHUNK)
+        pos = (n - done - CHUNK) + tl.arange(0, CHUNK)
         inside = pos >= 0
         v = tl.load(src + pos, mask=inside, other=0.0).to(tl.float32)
         out = carried + tl.cumsum(v, axis=0, reverse=True)
@@ -46,7 +46,7 @@ def _split_scan_totals_suffix_scan_row(x_ptr, y_ptr, n, pitch, CHUNK: tl.constex
     src = x_ptr + row * pitch
     carried = 0.0
     for done in range(seg * seg_len, tl.minimum(seg * seg_len + seg_len, n), CHUNK):
-        pos = (n - CHUNK - done) + tl.arange(0, CHUNK)
+        pos = (n - done - CHUNK) + tl.arange(0, CHUNK)
         inside = pos >= 0
         v = tl.load(src + pos, mask=inside, other=0.0).to(tl.float32)
         carried += tl.sum(v, axis=0)
