@@ -1,0 +1,96 @@
+"""ascending_scan (rewrite/passes/ascending_scan.py): a chunk loaded back to front becomes one
+loaded in ascending addresses with its scans turned around; golden before/after on kernels
+written for the purpose, and the kernels it must leave alone, each with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from klineage.rewrite import all_passes
+
+PASS = all_passes()["ascending_scan"]
+HELDOUT = Path(__file__).resolve().parents[3] / "src" / "klineage" / "heldout"
+
+SUFFIX = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def suffix(x_ptr, y_ptr, n, STEP: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    carried = 0.0
+    for done in range(0, n, STEP):
+        at = (n - 1 - done) - tl.arange(0, STEP)
+        ok = at >= 0
+        v = tl.load(x_ptr + row * n + at, mask=ok, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row * n + at, carried + tl.cumsum(v, axis=0), mask=ok)
+        carried += tl.sum(v, axis=0)
+"""
+
+
+def _apply(source: str) -> str:
+    out = source
+    for site in PASS.forward_sites(source):
+        r = PASS.apply(out, site)
+        assert r.applied and r.source, r.reason
+        out = r.source
+    return out
+
+
+def test_a_suffix_walk_loads_ascending_and_scans_in_reverse() -> None:
+    out = _apply(SUFFIX)
+    assert "at = (n - done - STEP) + tl.arange(0, STEP)" in out
+    assert "carried + tl.cumsum(v, axis=0, reverse=True)" in out
+    assert "carried += tl.sum(v, axis=0)" in out  # an order-free reduction stays
+    assert (
+        out.replace("(n - done - STEP) + ", "(n - 1 - done) - ").replace(", reverse=True", "")
+        == SUFFIX
+    )
+    assert PASS.forward_sites(out) == []  # nothing loads back to front any more
+
+
+def test_a_scan_already_reversed_is_turned_forward_and_other_literals_fold() -> None:
+    source = SUFFIX.replace("(n - 1 - done)", "(n + 3 - done)").replace(
+        "tl.cumsum(v, axis=0)", "tl.cumsum(v, axis=0, reverse=True)"
+    )
+    out = _apply(source)
+    assert "at = (n - done + 4 - STEP) + tl.arange(0, STEP)" in out
+    assert "tl.cumsum(v, axis=0), mask=ok)" in out and "reverse" not in out
+
+
+def test_the_reverse_cumsums_kernels_of_every_shape_are_sites() -> None:
+    naive = (HELDOUT / "reverse_cumsum_rows" / "naive.py").read_text()
+    assert len(PASS.forward_sites(naive)) == 1
+    rows = all_passes()["multi_row"]
+    made = rows.apply(naive, rows.forward_sites(naive)[0], {}).source
+    assert made is not None
+    out = _apply(made)
+    assert "pos = (n - done - CHUNK) + tl.arange(0, CHUNK)[None, :]" in out
+    assert "tl.cumsum(v, axis=1, reverse=True)" in out
+
+
+def test_kernels_that_read_the_lane_order_otherwise_are_left_alone() -> None:
+    cases = [
+        # a store at ascending addresses of values loaded back to front: a reversal
+        (
+            "tl.store(y_ptr + row * n + at, carried",
+            "tl.store(y_ptr + row * n + done + tl.arange(0, STEP), carried",
+        ),
+        # the scan over another axis than the chunk's
+        ("tl.cumsum(v, axis=0)", "tl.cumsum(v, axis=1)"),
+        # an operation the analysis does not know (its lanes' order may matter)
+        ("carried += tl.sum(v, axis=0)", "carried += tl.argmax(v, axis=0)"),
+        # a subscript of the chunk's values
+        ("carried += tl.sum(v, axis=0)", "carried += tl.sum(v[None, :], axis=1)"),
+    ]
+    for old, new in cases:
+        source = SUFFIX.replace(old, new)
+        assert source != SUFFIX, old
+        assert PASS.forward_sites(source) == [], new
+        [why] = PASS.why_not(source)
+        assert why.startswith("suffix: "), why
+    forward = SUFFIX.replace("(n - 1 - done) - tl.arange(0, STEP)", "done + tl.arange(0, STEP)")
+    assert PASS.why_not(forward) == [
+        "suffix: no `p = A - tl.arange(0, C)` (a chunk loaded back to front)"
+    ]
