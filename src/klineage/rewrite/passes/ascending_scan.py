@@ -34,10 +34,11 @@ from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, dotted, is_t
 from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
-ELEMENTWISE = {
-    "where", "maximum", "minimum", "exp", "exp2", "log", "log2", "abs", "sqrt", "rsqrt",
-    "sigmoid", "fma", "clamp", "cast", "erf", "sin", "cos", "fdiv", "div_rn", "floor", "ceil",
-}  # fmt: skip
+# tl functions that work lane by lane
+ELEMENTWISE = set(
+    "where maximum minimum exp exp2 log log2 abs sqrt rsqrt sigmoid fma clamp cast erf sin cos "
+    "fdiv div_rn floor ceil".split()
+)
 REDUCE = {"sum", "max", "min"}
 SCAN = {"cumsum", "cumprod"}
 
