@@ -36,8 +36,29 @@ from klineage.rewrite.registry import register
 
 # tl functions that work lane by lane
 ELEMENTWISE = set(
-    "where maximum minimum exp exp2 log log2 abs sqrt rsqrt sigmoid fma clamp cast erf sin cos "
-    "fdiv div_rn floor ceil".split()
+    [
+        "where",
+        "maximum",
+        "minimum",
+        "exp",
+        "exp2",
+        "log",
+        "log2",
+        "abs",
+        "sqrt",
+        "rsqrt",
+        "sigmoid",
+        "fma",
+        "clamp",
+        "cast",
+        "erf",
+        "sin",
+        "cos",
+        "fdiv",
+        "div_rn",
+        "floor",
+        "ceil",
+    ]
 )
 REDUCE = {"sum", "max", "min"}
 SCAN = {"cumsum", "cumprod"}
