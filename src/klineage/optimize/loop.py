@@ -77,8 +77,8 @@ EventCallback = Callable[[str, Event], None]
 # 11: split_scan's two kernels take one step (SCAN_STEP, widened to 4096 where the kernel
 #    allows any) that tunables cannot table apart per kernel, and its segment count has half
 #    and double values; the stores up to 2026-12-07 (second session) are version 10.
-# 12: tables lift a grid-tiled size the launcher computes (multi_row's rows); a scan's is
-#    drawn around its own config, not the copy experts' (the 2026-12-07 stores are 11).
+# 12: tables lift a computed row count (multi_row's); a scan's table is drawn around its own
+#    config; baselines draw ascending_scan too (the 2026-12-07 stores are 11).
 OPTIMIZE_VERSION = 12
 
 
