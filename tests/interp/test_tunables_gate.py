@@ -51,12 +51,18 @@ def test_the_naive_column_softmax_tuned_over_its_step_is_accepted(tmp_path: Path
     configs = [{"CHUNK": 16, "num_warps": 2}, {"CHUNK": 128, "num_warps": 8}]
     r = p.apply((problem / "naive.py").read_text(), site, {"configs": configs})
     assert r.applied and r.source
-    cand = tmp_path / "tuned.py"
-    cand.write_text(r.source)
-    result = run_gate(problem / "problem.py", cand, device="cpu", regimes=["tiny", "ragged"])
+    _accepted_with_each_config(problem, tmp_path / "tuned.py", r.source, ["tiny", "ragged"], 2)
+
+
+def _accepted_with_each_config(
+    problem: Path, cand: Path, source: str, regimes: list[str], configs: int
+) -> None:
+    """The gate accepts `source` (written to cand) on the regimes, every config checked."""
+    cand.write_text(source)
+    result = run_gate(problem / "problem.py", cand, device="cpu", regimes=regimes)
     assert result.accepted, result.message
     correctness = next(s for s in result.stages if s.stage.value == "correctness")
-    assert all(o.configs_checked == 2 for o in correctness.regimes)
+    assert all(o.configs_checked == configs for o in correctness.regimes)
 
 
 def test_the_reverse_cumsums_rows_and_chunk_tabled_together_pass_the_gate(tmp_path: Path) -> None:
@@ -73,14 +79,9 @@ def test_the_reverse_cumsums_rows_and_chunk_tabled_together_pass_the_gate(tmp_pa
     configs = [{"CHUNK": 256, "ROWS": 16, "num_warps": 4}, {"CHUNK": 32, "ROWS": 8, "num_warps": 2}]
     r = p.apply(made.source, site, {"configs": configs})
     assert r.applied and r.source and "ROWS = min(" not in r.source
-    cand = tmp_path / "tuned.py"
-    cand.write_text(r.source)
-    result = run_gate(problem / "problem.py", cand, device="cpu", regimes=["ragged", "fp16"])
-    assert result.accepted, result.message
-    correctness = next(s for s in result.stages if s.stage.value == "correctness")
-    assert all(o.configs_checked == 2 for o in correctness.regimes)
+    _accepted_with_each_config(problem, tmp_path / "tuned.py", r.source, ["ragged", "fp16"], 2)
     # A grid that forgets the last partial program of rows leaves rows unwritten.
-    short = cand.with_name("short.py")
+    short = tmp_path / "short.py"
     short.write_text(r.source.replace('triton.cdiv(rows, META["ROWS"])', 'rows // META["ROWS"]'))
     rejected = run_gate(problem / "problem.py", short, device="cpu", regimes=["ragged", "fp16"])
     assert not rejected.accepted
