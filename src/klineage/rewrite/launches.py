@@ -215,14 +215,12 @@ class _Module(cst.CSTVisitor):
         # each launch, the outermost function it is in (its name and node: a file with a
         # regime dispatch has two or three methods named forward) and its line
         self.launches: list[tuple[cst.Call, str, cst.FunctionDef | None, int]] = []
-        self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, cst.BaseExpression] = {}
         self.stack: list[str] = []
         self.outer: cst.FunctionDef | None = None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if not self.stack:
-            self.functions[node.name.value] = node
             if any(is_triton_jit(d) for d in node.decorators):
                 self.kernels[node.name.value] = node
                 if any(autotune_call(d) for d in node.decorators):
@@ -342,8 +340,9 @@ def _lift_computed(
     too, from the most its expression allows: any value is correct (the grid follows it), and
     the launcher's formula was sized for the other constants it had, which the table changes.
     multi_row's `ROWS = min(64, max(1, 256 // 64), next_power_of_2(rows))` packs 4 rows of the
-    reverse cumsum's 64-column chunk; lifted alone, a table widened the chunk to 256 at 4 rows
-    and short rows stayed at 30% of the floor on an H100 (2026-12-07). Only where every other
+    reverse cumsum's 64-column chunk; with CHUNK alone lifted, a table widened the chunk at 4
+    rows and short rows stayed at 30% of the floor on an H100 (2026-12-07; side by side there,
+    more rows turned out slower on that scan: the table finds that out). Only where every other
     size and every tl.arange extent of the kernel is bounded, so the table's tiles are sized
     with all of them: beside a softmax row's SPAN = next_power_of_2(n), a lifted ROWS would
     put up to 16384 whole rows in a program. And only a count of at most FEW: the table's first
