@@ -90,6 +90,19 @@ def test_kernels_that_read_the_lane_order_otherwise_are_left_alone() -> None:
         assert PASS.forward_sites(source) == [], new
         [why] = PASS.why_not(source)
         assert why.startswith("suffix: "), why
+    # a 1-D chunk beside a 2-D tile: which axis its lanes end on is not read
+    tiled = SUFFIX.replace(
+        "    carried = 0.0\n", "    carried = 0.0\n    acc = tl.zeros((4, STEP), tl.float32)\n"
+    )
+    assert PASS.forward_sites(tiled) == [] and "2-D tile" in PASS.why_not(tiled)[0]
+    # a [None, :] chunk meets a 1-D tl.arange, which broadcasts along the same axis
+    rows = all_passes()["multi_row"]
+    naive = (HELDOUT / "reverse_cumsum_rows" / "naive.py").read_text()
+    made = rows.apply(naive, rows.forward_sites(naive)[0], {}).source
+    assert made is not None and PASS.forward_sites(made)
+    meets = made.replace("inside = pos >= 0", "inside = pos >= tl.arange(0, CHUNK) - CHUNK")
+    assert meets != made and PASS.forward_sites(meets) == []
+    assert "another tl.arange" in PASS.why_not(meets)[0]
     forward = SUFFIX.replace("(n - 1 - done) - tl.arange(0, STEP)", "done + tl.arange(0, STEP)")
     assert PASS.why_not(forward) == [
         "suffix: no `p = A - tl.arange(0, C)` (a chunk loaded back to front)"

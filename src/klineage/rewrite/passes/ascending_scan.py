@@ -105,14 +105,16 @@ class _Flow:
             return node.value in self.mine, node.value in self.other
         found = _arange(node) if isinstance(node, cst.BaseExpression) else None
         if found is not None:
-            same = found[1] == self.axis or (self.axis == 0 and found[1] == 0)
-            return False, same
+            # a 1-D tl.arange beside a [None, :] chunk broadcasts along the chunk's axis too
+            return False, found[1] == self.axis or (self.axis == 1 and found[1] == 0)
         if isinstance(node, cst.Call):
             return self._call(node)
         if isinstance(node, cst.Subscript):
             m, o = self.dep(node.value)
             if m:
                 raise NoSite(f"{_code(node)}: a subscript of a value in p's lane order")
+            if _code(node)[len(_code(node.value)) :].replace(" ", "") == "[:,None]":
+                return False, False  # a column: the other axis of p's [None, :] tile
             return m, o
         if isinstance(node, cst.Attribute):
             return self.dep(node.value)
@@ -198,6 +200,32 @@ def _smalls(body: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
+def _two_dimensional(fn: cst.FunctionDef) -> bool:
+    """Whether a kernel builds a 2-D value: a `[None, :]` / `[:, None]`, or tl.zeros / tl.full
+    / tl.reshape / tl.broadcast_to with a shape of two or more sizes."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_SubscriptElement(self, node: cst.SubscriptElement) -> None:
+            nonlocal found
+            if isinstance(node.slice, cst.Index) and isinstance(node.slice.value, cst.Name):
+                found = found or node.slice.value.value == "None"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            tail = dotted(node.func).split(".")[-1]
+            if tail in ("zeros", "full", "reshape", "broadcast_to", "expand_dims"):
+                shape = node.args[1].value if tail == "reshape" and len(node.args) > 1 else None
+                shape = shape or (node.args[0].value if node.args else None)
+                if tail == "expand_dims" or (
+                    isinstance(shape, (cst.Tuple, cst.List)) and len(shape.elements) >= 2
+                ):
+                    found = True
+
+    fn.visit(V())
+    return found
+
+
 def _kernel(fn: cst.FunctionDef) -> tuple[cst.Assign, cst.Call, list[cst.Call]]:
     flipped = [
         (s, a)
@@ -214,6 +242,10 @@ def _kernel(fn: cst.FunctionDef) -> tuple[cst.Assign, cst.Call, list[cst.Call]]:
     if len(assigns) > 1:
         raise NoSite("more than one chunk loaded back to front")
     assign, (arange, axis) = flipped[0]
+    if axis == 0 and _two_dimensional(fn):
+        raise NoSite(
+            "a 2-D tile beside a 1-D chunk (which axis the chunk's lanes end on is not read)"
+        )
     flow = _Flow(axis)
     end = assign.value
     assert isinstance(end, cst.BinaryOperation)
