@@ -10,6 +10,9 @@
 #   expert's tile), at the naive's 64 (chunk=0: its behaviour before 2026-12-07), at 1024, and
 #   at two and four times its segments a row.
 #   bash benchmarks/scan_values_gpu.sh          # $OUT/scan.tgz: scan/{short,long,kept}/*.json
+# A chain ending in a step named in BESIDE (default ascending_scan), whose prefix is in the same
+# list, is gated beside that prefix instead of the naive kernel: the step side by side, e.g.
+#   SHORT=multi_row@rows=4,multi_row@rows=4+ascending_scan LONG=split_scan,split_scan+ascending_scan
 # T (480 s) caps each gate call; all run at once (the gate's GPU lock serialises the timing).
 # KEPT=DIR also gates each DIR/<problem>__<name>.py beside that held-out problem's naive kernel
 # on all its regimes ($OUT/scan/kept/): kernels a search kept elsewhere, timed on this card.
@@ -32,8 +35,12 @@ export PROBLEMS=reverse_cumsum_rows
 [ "$LONG" != - ] && python3 benchmarks/structural_rewrites.py "$R/long" "$LONG" >> "$R/made.txt" 2>&1
 gate() {  # file, regimes...: beside the naive kernel of the problem the file's name starts with
   local f=$1; shift
-  local H=src/klineage/heldout/$(basename "${f%%__*}")
-  timeout -k 10 "${T:-480}" python3 -m klineage gate "$H/problem.py" "$f" --device cuda --base "$H/naive.py" \
+  local H=src/klineage/heldout/$(basename "${f%%__*}") base
+  base=$H/naive.py
+  for step in ${BESIDE:-ascending_scan}; do
+    case "$f" in *_then_"$step".py) [ -e "${f%_then_"$step".py}.py" ] && base=${f%_then_"$step".py}.py ;; esac
+  done
+  timeout -k 10 "${T:-480}" python3 -m klineage gate "$H/problem.py" "$f" --device cuda --base "$base" \
     "$@" --json > "${f%.py}.json" 2> "${f%.py}.err" &
 }
 for f in "$R"/short/*.py; do [ -e "$f" ] && gate "$f" -r short_rows_fp16; done
