@@ -182,12 +182,11 @@ def _around(
         )
 
     shapes = sorted((c for c in space[1:] if near(c)), key=lambda c: _moved(c, here, launch))
+    # the current sizes at other warps and stages, by the experts' distance to the current ones
+    own = ExpertConfig((), here.get("num_warps"), here.get("num_stages"), False, "current")
     others = sorted(
         (c for c in space[1:] if all(c[n] == here[n] for n in sizes) and c not in shapes),
-        key=lambda c: (
-            abs(math.log2(c["num_warps"]) - math.log2(here["num_warps"]))
-            + 0.5 * abs(c.get("num_stages", 0) - here.get("num_stages", 0))
-        ),
+        key=lambda c: _distance(c, launch, own),
     )
     chosen = [here, *shapes, *others][: max(1, count)]
     return (
