@@ -330,6 +330,22 @@ def _unlift_shared_literals(launch: Launch, grid: cst.BaseExpression) -> None:
 FEW = 16  # the largest computed count a table lifts (see _lift_computed)
 
 
+def _read_elsewhere(fn: cst.FunctionDef, grid: cst.BaseExpression | None, local: str) -> bool:
+    """Whether the launcher reads a local besides in the launch's keyword and its grid (a
+    buffer size, a second grid), which would keep the old value once the table holds it."""
+    return _reads(fn, local) - 1 - (_reads(grid, local) if grid is not None else 0) > 0
+
+
+def launch_of(module: cst.Module, kernel: str) -> tuple[cst.Call, cst.FunctionDef | None]:
+    """A kernel's launch in a module and the outermost function it is in (analyse's reading)."""
+    facts = _Module()
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(facts)
+    for call, _, outer, _ in facts.launches:
+        if isinstance(call.func, cst.Subscript) and dotted(call.func.value) == kernel:
+            return call, outer
+    raise ValueError(f"no launch of {kernel}")
+
+
 def _lift_computed(
     launch: Launch,
     computed: list[tuple[str, str, int]],
@@ -350,7 +366,7 @@ def _lift_computed(
     with at least that many rows; a matmul's `TILE_M = min(64, max(16, next_power_of_2(M)))`
     is 16 at the long-K matmul's M = 16, and its table would have started at 64."""
     for key, local, most in computed:
-        if most > FEW or _reads(fn, local) - 1 - _reads(grid, local) > 0:
+        if most > FEW or _read_elsewhere(fn, grid, local):
             continue
         del launch.fixed[key]
         launch.tunables.append(Tunable(key, most, local, True))
@@ -457,7 +473,7 @@ def analyse(source: str) -> list[Launch]:
                 uses_in_grid = _reads(grid, local) if local else len(_tile_counts(grid, value))
             # A local is read by the launch keyword and the grid only; anything else (a buffer
             # size, a second grid) would keep the old value.
-            if local is not None and fn is not None and _reads(fn, local) - 1 - uses_in_grid > 0:
+            if local is not None and fn is not None and _read_elsewhere(fn, grid, local):
                 continue
             tiled = uses_in_grid > 0 or key in body.loop_steps
             launch.tunables.append(Tunable(key, value, local, tiled))

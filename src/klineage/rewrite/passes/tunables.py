@@ -31,7 +31,7 @@ from typing import Any
 
 import libcst as cst
 
-from klineage.rewrite.base import RewritePass, RewriteResult, Site, autotune_call, dotted, parse
+from klineage.rewrite.base import RewritePass, RewriteResult, Site, autotune_call, parse
 from klineage.rewrite.blocks import _tile_counts
 from klineage.rewrite.launches import (
     DEFAULT_COUNT,
@@ -41,6 +41,7 @@ from klineage.rewrite.launches import (
     _reads,
     analyse,
     draw,
+    launch_of,
 )
 from klineage.rewrite.registry import register
 
@@ -219,26 +220,7 @@ def lift(source: str, launch: Launch, configs: list[dict[str, int]]) -> str:
     module = parse(source)
     decorator = cst.parse_statement(f"{table_code(configs, launch.keys)}\ndef _(): pass\n")
     assert isinstance(decorator, cst.FunctionDef)
-    call: cst.Call | None = None
-    fn: cst.FunctionDef | None = None
-
-    class Find(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.outer: list[cst.FunctionDef] = []
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            self.outer.append(node)
-
-        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-            self.outer.pop()
-
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal call, fn
-            if isinstance(node.func, cst.Subscript) and dotted(node.func.value) == launch.kernel:
-                call, fn = node, (self.outer[0] if self.outer else None)
-
-    module.visit(Find())
-    assert call is not None
+    call, fn = launch_of(module, launch.kernel)
     binds = _bindings(fn)
     grid, grid_name = _grid(call, binds)
     uses_tunable = grid is not None and any(
