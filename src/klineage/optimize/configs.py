@@ -138,7 +138,8 @@ def nearest_configs(
     a note saying what they were matched to. Without one, the configs nearest the current one
     (what the structural pass chose): on the H100 (2026-12-07) the reverse cumsum's [4, CHUNK]
     scan ran 244-278 us at CHUNK 64-128 on its short and mid rows and 266-9394 us at 1024-4096,
-    the tiles of the copy and reduction experts it had been matched to."""
+    the tiles of the copy and reduction experts it had been matched to (trial 7's gate record
+    in benchmarks/results/issue16-2026-12-07d/call2-h100/search.db)."""
     space = space if space is not None else launch.space()
     same = list(dict.fromkeys(e for e in experts if e.dot == dot and e.scan == scan and e.sizes))
     if not same:
