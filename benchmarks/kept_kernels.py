@@ -5,11 +5,13 @@ kept the whole tables). One file a run, named <problem>__<NAME>.py, for a device
 directory (benchmarks/scan_values_gpu.sh gates each beside its problem's naive kernel).
 
     python benchmarks/kept_kernels.py SEARCH_DB OUT_DIR [NAME]     # NAME defaults to "kept"
+    KEPT_AS_SWEPT=1 python benchmarks/kept_kernels.py ...            # the tables as the gate swept them
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -32,7 +34,9 @@ def main(db: str, out: str, name: str = "kept") -> int:
             print(f"{family}: run {run_id} kept nothing", file=sys.stderr)
             continue
         seq, candidate, gate = last
-        source, _ = folded(candidate, json.loads(gate))
+        source = candidate
+        if not os.environ.get("KEPT_AS_SWEPT"):
+            source, _ = folded(candidate, json.loads(gate))
         path = Path(out) / f"{family}__{name}.py"
         path.write_text(source)
         print(f"{path}: trial {seq} of run {run_id}, {source.count('triton.Config(')} configs")

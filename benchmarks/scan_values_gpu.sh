@@ -15,7 +15,8 @@
 #   SHORT=multi_row@rows=4,multi_row@rows=4+ascending_scan LONG=split_scan,split_scan+ascending_scan
 # T (480 s) caps each gate call; all run at once (the gate's GPU lock serialises the timing).
 # KEPT=DIR also gates each DIR/<problem>__<name>.py beside that held-out problem's naive kernel
-# on all its regimes ($OUT/scan/kept/): kernels a search kept elsewhere, timed on this card.
+# on all its regimes ($OUT/scan/kept/): kernels a search kept elsewhere, timed on this card
+# (<problem>__<name>_then_<step>.py beside <problem>__<name>.py, for a step in BESIDE).
 set -uo pipefail
 OUT=${OUT:-$PWD/bench-out}; R=$OUT/scan; mkdir -p "$R"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
@@ -45,7 +46,9 @@ gate() {  # file, regimes...: beside the naive kernel of the problem the file's 
 }
 for f in "$R"/short/*.py; do [ -e "$f" ] && gate "$f" -r short_rows_fp16; done
 for f in "$R"/long/*.py; do [ -e "$f" ] && gate "$f" -r long_rows_bf16 -r mid_fp32; done
-if [ -n "${KEPT:-}" ]; then mkdir -p "$R/kept" && cp "$KEPT"/*__*.py "$R/kept/" && for f in "$R"/kept/*.py; do gate "$f"; done; fi
+# KEPT_GLOB (default *__*.py) picks which of KEPT's files are gated; the others are there as
+# bases (KEPT_GLOB='*_then_*.py': only each step beside the kernel it was made from)
+if [ -n "${KEPT:-}" ]; then mkdir -p "$R/kept" && cp "$KEPT"/*__*.py "$R/kept/" && for f in "$R"/kept/${KEPT_GLOB:-*__*.py}; do gate "$f"; done; fi
 wait
 python3 benchmarks/verdicts.py "$R"/short "$R"/long "$R"/kept | tee "$R/summary.txt"
 # The device tool brings back at most 8 files from $OUT: everything goes back as one archive

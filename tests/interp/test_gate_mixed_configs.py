@@ -109,3 +109,21 @@ def test_kernels_right_under_any_pair_of_steps_are_accepted() -> None:
     accepted, why = _gate("column_softmax", table.source, "two_tables.py", ["ragged"])
     assert accepted, why
     assert "and chosen apart" in why, why
+
+
+@pytest.mark.parametrize(("rows", "right"), [((0, 1), False), ((1, 1), True)])
+def test_rows_the_profile_sweep_chose_apart_are_checked(
+    monkeypatch: pytest.MonkeyPatch, rows: tuple[int, int], right: bool
+) -> None:
+    # The profile sweep (GPU only) may time each kernel on its own row (gate/profile.py
+    # `apart`); mixed.chosen checks that combination in the candidate's harness. Here it stands
+    # in for the mixed check on the CPU: rows (0, 1) are the coupled file's wrong pair.
+    from klineage.gate import mixed
+
+    named = dict(zip(("segment_totals", "segment_scan"), rows, strict=True))
+    monkeypatch.setattr(mixed, "check", lambda ck, regime, tol: mixed.chosen(ck, regime, named))
+    name = f"two_chunks_rows{rows[0]}{rows[1]}.py"
+    accepted, why = _gate("reverse_cumsum_rows", TWO_CHUNKS, name, ["ragged"])
+    assert accepted is right, why
+    if not right:
+        assert "segment_totals: CHUNK=64" in why and "segment_scan: CHUNK=128" in why, why

@@ -33,6 +33,7 @@ from klineage.gate.expected import Expected
 from klineage.gate.gpulock import Hold
 from klineage.gate.protocol import (
     CallReply,
+    Force,
     GraphReply,
     KernelsReply,
     LoadReply,
@@ -134,7 +135,7 @@ class Checker:
         return tol
 
     def call(
-        self, regime: RefRegime, case: RefCase, force: int | str | None, *, locked: bool = True
+        self, regime: RefRegime, case: RefCase, force: Force, *, locked: bool = True
     ) -> tuple[CallReply, list[Any] | None]:
         n = self.seen.calls
         out = self.harness.out / f"call-{n}.pt"

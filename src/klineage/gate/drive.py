@@ -412,6 +412,7 @@ def _profile_and_replay(
 ) -> None:
     """Device kernels, timing (under `timing()`: the GPU lock exclusive), graph replay, late
     calls."""
+    from klineage.gate import mixed
     from klineage.gate.profile import Side, profile_stage
 
     correctness = stages[Stage.CORRECTNESS]
@@ -437,11 +438,18 @@ def _profile_and_replay(
             base=base,
             launch_ms=manifest.launch_ms,
             table=checker.seen.passes,
+            autotuners=dict(checker.seen.autotuners),
         )
     if why_not:
         note = f"; base {req.base} not timed: {why_not}"
         profiled = profiled.model_copy(update={"message": profiled.message + note})
     stages[Stage.PROFILE] = profiled
+    for regime in verified:  # kernels' rows the sweep chose apart: checked as each row was
+        row = profiled.numbers.regimes.get(regime.name)
+        wrong = mixed.chosen(checker, regime, row.config_rows) if row and row.config_rows else None
+        if wrong is not None:
+            stages[Stage.CORRECTNESS] = failed(Stage.CORRECTNESS, wrong.message)
+            return
     for regime in verified:
         event("progress", detail=f"graph replay {regime.name}")
         why = checker.graph_replay(regime)

@@ -133,8 +133,9 @@ class State:
         self.launches = 0
         self.kernels: set[str] = set()
         self.violations: list[str] = []
-        # an int: every autotuner's config at that index; "mix:R": configs chosen apart
-        self.force_config: int | str | None = None
+        # an int: every autotuner's config at that index; "mix:R": configs chosen apart; a
+        # dict: each named kernel's own row (the profile sweep's rows chosen apart)
+        self.force_config: int | str | dict[str, int] | None = None
         self.mix_rank: dict[str, int] = {}  # autotuned kernel -> order first seen (mixes)
         self.autotuners: dict[str, int] = {}  # kernel name -> configs it may pick from
         self.forced: dict[str, str] = {}
@@ -318,11 +319,14 @@ def table_row(c: int, rows: int) -> int:
     return min(c, rows - 1)
 
 
-def _forced_index(force: int | str, name: str, n: int) -> int:
+def _forced_index(force: int | str | dict[str, int], name: str, n: int) -> int:
     """The config an autotuner is made to take: the index `force` for every kernel, or for
     "mix:R" the k-th autotuned kernel this process saw takes (R + k) mod n, so the kernels
     of one forward take different rows of their tables (each autotuner picks apart on a GPU;
-    a file must be right under any combination, not only the diagonal)."""
+    a file must be right under any combination, not only the diagonal), or for a dict the
+    row it names for this kernel (its first where it names none)."""
+    if isinstance(force, dict):
+        return table_row(int(force.get(name, 0)), n)
     if isinstance(force, str):
         k = STATE.mix_rank.setdefault(name, len(STATE.mix_rank))
         return (int(force.partition(":")[2]) + k) % n

@@ -7,7 +7,8 @@ segments it counts in its own CHUNK) is right on that diagonal and wrong where t
 differ: the 2026-12-06 split_scan tables were such a file (rewrite/passes/split_scan.py). Where
 a forward ran two or more autotuners with more than one config, one more call on the regime
 makes them take different rows ("mix:R", gate/harness_monitors.py: the k-th kernel takes
-row R + k): not every combination, but never only the diagonal.
+row R + k): not every combination, but never only the diagonal. The rows the profile sweep
+then times apart from each other (gate/profile.py `apart`) are checked too (`chosen`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,20 @@ def check(ck: Checker, regime: RefRegime, tol: Callable[[str], float]) -> Regime
     if reply.violations:
         return _failed(regime, case.label, reply.forced, "; ".join(reply.violations))
     cmp = ck.compare(got, ck.expected.outputs(case), tol, case)
+    return None if cmp.ok else _failed(regime, case.label, reply.forced, cmp.message)
+
+
+def chosen(ck: Checker, regime: RefRegime, rows: dict[str, int]) -> RegimeOutcome | None:
+    """None when the regime's first case is right with each kernel on the row the profile
+    sweep chose for it apart from the others (gate/profile.py `apart`): the combination the
+    verdict's timing ran, checked like every row before it was timed; else the failure."""
+    case = regime.cases[0]
+    reply, got = ck.call(regime, case, rows)
+    if not reply.ok or got is None:
+        return _failed(regime, case.label, reply.forced, f"forward raised {reply.error}")
+    if reply.violations:
+        return _failed(regime, case.label, reply.forced, "; ".join(reply.violations))
+    cmp = ck.compare(got, ck.expected.outputs(case), ck.tolerance_for(regime), case)
     return None if cmp.ok else _failed(regime, case.label, reply.forced, cmp.message)
 
 

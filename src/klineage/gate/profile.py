@@ -91,10 +91,16 @@ class Side:
 
     def __init__(self, harness: Any, inputs: Any) -> None:
         self.harness, self.inputs = harness, inputs
-        self.force: dict[str, int] = {}  # regime -> the config its rounds run (after a sweep)
+        # regime -> the config its rounds run (after a sweep): an index, or each kernel's row
+        self.force: dict[str, int | dict[str, int]] = {}
 
     def time(
-        self, regime: Any, samples: int, *, force: int | None = None, keep: bool = True
+        self,
+        regime: Any,
+        samples: int,
+        *,
+        force: int | dict[str, int] | None = None,
+        keep: bool = True,
     ) -> Any:
         from klineage.gate.protocol import TimeReply
 
@@ -184,30 +190,72 @@ class TimingFailed(Exception):
     pass
 
 
-def sweep(regime: Any, cand: Side, table: int, cfg: Any) -> list[ConfigTime]:
+# A kernel's other row replaces the one its fastest index gave only when this much faster in
+# the one timing each config gets: the sweep's rows chosen apart are then side by side timed.
+APART_GAIN = 0.02
+
+
+def sweep(
+    regime: Any, cand: Side, table: int, cfg: Any, autotuners: dict[str, int] | None = None
+) -> list[ConfigTime]:
     """Each config of the candidate's autotune table (the first cfg.configs_per_call) timed
     once on this regime, forced; the fastest is then the one its side-by-side rounds run.
-    A config that cannot run here (the autotuner would skip it) is recorded with why."""
+    A config that cannot run here (the autotuner would skip it) is recorded with why. Where
+    two or more kernels are tuned (`autotuners`: kernel -> configs), config c makes each take
+    its row c, so a kernel's best row beside another's is missed (2026-12-07d, the long-K
+    matmul: its product kernel ran fastest at STEP 512 and its sum kernel at BLOCK 16, rows 0
+    and 6); each kernel's rows are then timed one kernel at a time from the fastest (apart)."""
     curve: list[ConfigTime] = []
     for k in range(min(table, cfg.configs_per_call)):
-        reply = cand.time(regime, cfg.timing_samples, force=k, keep=False)
-        if not reply.ok:
-            curve.append(ConfigTime(index=k, error=str(reply.error)[:300]))
-            continue
-        xs = reply.device if cfg.time_basis == "device" and reply.device else reply.host
-        curve.append(
-            ConfigTime(
-                index=k, config="; ".join(sorted(set(reply.forced.values()))), ms=_median(xs)
-            )
-        )
+        curve.append(_timed(regime, cand, cfg, k, ConfigTime(index=k)))
     timed = [c for c in curve if c.ms is not None]
     if not timed:
         raise TimingFailed(
             f"{regime.name}: no config of the autotune table ran: "
             + "; ".join(f"{c.index}: {c.error}" for c in curve[:3])
         )
-    cand.force[regime.name] = min(timed, key=lambda c: c.ms or 0.0).index
-    return curve
+    best = min(timed, key=lambda c: c.ms or 0.0)
+    cand.force[regime.name] = best.index
+    tuned = {k: n for k, n in (autotuners or {}).items() if n > 1}
+    return curve + (apart(regime, cand, cfg, best, autotuners or {}) if len(tuned) > 1 else [])
+
+
+def apart(
+    regime: Any, cand: Side, cfg: Any, best: ConfigTime, autotuners: dict[str, int]
+) -> list[ConfigTime]:
+    """From the fastest index, each tuned kernel's other rows timed with the others' rows held
+    (coordinate by coordinate, in the order the kernels were first seen), a row kept when
+    APART_GAIN faster than the best so far; where rows so kept differ from the index's, the
+    rounds run them (cand.force's regime holds the dict, which the gate then checks for
+    correctness: gate/mixed.py `chosen`)."""
+    from klineage.gate.harness_monitors import table_row
+
+    rows = {name: table_row(best.index, n) for name, n in autotuners.items()}
+    start, fastest = dict(rows), best.ms or 0.0
+    extra: list[ConfigTime] = []
+    for name, n in autotuners.items():
+        held = rows[name]
+        for r in range(min(n, cfg.configs_per_call) if n > 1 else 0):
+            if r == held:
+                continue
+            trial = {**rows, name: r}
+            c = _timed(regime, cand, cfg, trial, ConfigTime(index=best.index, rows=trial))
+            extra.append(c)
+            if c.ms is not None and c.ms < fastest * (1.0 - APART_GAIN):
+                rows, fastest = trial, c.ms
+    if rows != start:
+        cand.force[regime.name] = rows
+    return extra
+
+
+def _timed(regime: Any, cand: Side, cfg: Any, force: Any, entry: ConfigTime) -> ConfigTime:
+    """`entry` with the median of one timing under `force`, or why it could not run."""
+    reply = cand.time(regime, cfg.timing_samples, force=force, keep=False)
+    if not reply.ok:
+        return entry.model_copy(update={"error": str(reply.error)[:300]})
+    xs = reply.device if cfg.time_basis == "device" and reply.device else reply.host
+    config = "; ".join(sorted(set(reply.forced.values())))
+    return entry.model_copy(update={"config": config, "ms": _median(xs)})
 
 
 def regime_row(
@@ -320,12 +368,19 @@ def describe(row: ProfileRow) -> str:
     if row.launch_bound:
         text += ", launch-bound (not evidence)"
     if row.configs and row.config_index is not None:
-        best = next(c for c in row.configs if c.index == row.config_index)
+        best = next(
+            c
+            for c in row.configs
+            if c.index == row.config_index and c.rows == (row.config_rows or c.rows)
+        )
+        diagonal = sum(1 for c in row.configs if c.rows is None)
         text += (
-            f"; config {best.index + 1} of {len(row.configs)} timed"
-            f"{f' ({row.configs_in_table} in the table)' if (row.configs_in_table or 0) > len(row.configs) else ''}"
+            f"; config {best.index + 1} of {diagonal} timed"
+            f"{f' ({row.configs_in_table} in the table)' if (row.configs_in_table or 0) > diagonal else ''}"
             f" fastest: {best.config}"
         )
+        if row.config_rows:
+            text += f" (each kernel's row chosen apart: {row.config_rows})"
     return text
 
 
@@ -338,11 +393,13 @@ def profile_stage(
     base: Side | None = None,
     launch_ms: float | None = None,
     table: int = 1,
+    autotuners: dict[str, int] | None = None,
 ) -> StageResult:
     """Time the candidate (beside its base, when given) on each verified regime, beside the
     reference's eager and torch.compile times, and flag results faster than physics. A
     candidate whose autotune table has several configs (`table`: the most any of its kernels
-    has) is swept first: each config timed once per regime, the fastest timed side by side."""
+    has) is swept first: each config timed once per regime, and where two or more kernels are
+    tuned (`autotuners`) each one's rows apart, the fastest timed side by side."""
     cfg = req.config
     t0 = time.perf_counter()
     rows: dict[str, ProfileRow] = {}
@@ -351,17 +408,22 @@ def profile_stage(
     for regime in regimes:
         event("progress", detail=f"profile {regime.name}")
         try:
-            curve = sweep(regime, cand, table, cfg) if table > 1 else []
+            curve = sweep(regime, cand, table, cfg, autotuners) if table > 1 else []
             mine, theirs, base_error = time_regime(regime, cand, base, cfg)
         except TimingFailed as e:
             return StageResult(stage=Stage.PROFILE, status=Status.FAILED, message=str(e))
         row = regime_row(regime, mine, theirs, base_error, cfg, launch_ms)
         if curve:
+            chosen = cand.force.get(regime.name)
+            apart_rows = chosen if isinstance(chosen, dict) else None
             row = row.model_copy(
                 update={
                     "configs": curve,
                     "configs_in_table": table,
-                    "config_index": cand.force.get(regime.name),
+                    "config_index": next(c.index for c in curve if c.rows == apart_rows)
+                    if apart_rows
+                    else chosen,
+                    "config_rows": apart_rows,
                 }
             )
         rows[regime.name] = row

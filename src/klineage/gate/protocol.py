@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from klineage.config import GateConfig
 from klineage.gate.records import Environment
 
+# The autotune configs a call makes the candidate's kernels take (harness_monitors
+# _forced_index): an index for all, "mix:R" apart, or each kernel's own row; None: their own.
+Force = int | str | dict[str, int] | None
+
 # A reply line longer than this is not a reply (a candidate flooding the channel).
 MAX_REPLY_BYTES = 1 << 20
 

@@ -104,9 +104,12 @@ def within_noise(ratio: float, lo: float, hi: float) -> bool:
 
 class ConfigTime(BaseModel):
     """One config of an autotune table timed on one regime by the gate's sweep (gate/profile.py):
-    its index in the table, what it sets, its median time (kernel_ms's basis), or why not."""
+    its index in the table, what it sets, its median time (kernel_ms's basis), or why not. Where
+    a file tunes two or more kernels, the sweep then varies one kernel's row at a time from the
+    fastest index: such a config has `rows` (each kernel's row; `index` the one it varied from)."""
 
     index: int
+    rows: dict[str, int] | None = None
     config: str = ""
     ms: float | None = None
     error: str | None = None
@@ -157,9 +160,11 @@ class ProfileRow(BaseModel):
     compile_error: str | None = None
     autotune: dict[str, str] = Field(default_factory=dict)  # kernel -> config it picked here
     # A candidate carrying an autotune table: every config (up to configs_per_call) timed once
-    # here, and the index of the fastest, which the rounds above then timed (forced).
+    # here, and the index of the fastest, which the rounds above then timed (forced); with
+    # config_rows, each kernel's own row, where rows chosen apart ran faster than any index.
     configs: list[ConfigTime] = Field(default_factory=list)
     config_index: int | None = None
+    config_rows: dict[str, int] | None = None
     configs_in_table: int | None = None
     suspicious: list[str] = Field(default_factory=list)
 

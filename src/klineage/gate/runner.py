@@ -244,7 +244,7 @@ def source_sha(source: str) -> str:
 
 
 # Bumped when the checks change, so verdicts of older checks are not served.
-GATE_PROTOCOL = 14  # 14: "suspiciously fast" against the references only near the floor (GateConfig.suspicious_floor_fraction); 5: the reference also evaluated in float64 (RefCase.float64); 6: --set rebinds the assignment, derived globals follow; 7: kernel errors name the candidate's line; 8: verdicts carry candidate_sha and base_sha; 9: autotune tables swept per regime (ProfileRow.configs); 10: regimes name their input shapes; 11: regimes with cases over large_case_bytes get large_trials trials; 12: "suspiciously fast" against the faster of eager and torch.compile; 13: the float64 evaluation keeps float64 through the Model's own casts (gate/upcast.py)
+GATE_PROTOCOL = 15  # 15: tuned kernels also timed with each one's rows chosen apart (profile.apart), that combination checked (mixed.chosen); 14: "suspiciously fast" against the references only near the floor (GateConfig.suspicious_floor_fraction); 5: the reference also evaluated in float64 (RefCase.float64); 6: --set rebinds the assignment, derived globals follow; 7: kernel errors name the candidate's line; 8: verdicts carry candidate_sha and base_sha; 9: autotune tables swept per regime (ProfileRow.configs); 10: regimes name their input shapes; 11: regimes with cases over large_case_bytes get large_trials trials; 12: "suspiciously fast" against the faster of eager and torch.compile; 13: the float64 evaluation keeps float64 through the Model's own casts (gate/upcast.py)
 
 
 def result_json(result: GateResult) -> str:

@@ -69,7 +69,8 @@ def _curve_point(x: dict[str, Speedup]) -> float:
 
 def folded(candidate: str, gate: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A kept candidate whose autotune table the gate swept, written as an expert writes it:
-    the table cut to the configs that were fastest on some timed regime (in regime order),
+    the table cut to the configs that were fastest on some timed regime (in regime order; where
+    the sweep chose each kernel's row apart, those rows),
     so the kernel does not re-tune a large table at every new shape. Every config it keeps was
     checked on every regime and timed there, so the verdict stands for it; the gate record is
     re-keyed to the folded source (its candidate_sha), which the next candidate is timed
@@ -77,10 +78,13 @@ def folded(candidate: str, gate: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     from klineage.rewrite.passes.tunables import fold
 
     rows = profile_rows(gate)
-    keep = [
-        r.config_index for r in rows.values() if r.config_index is not None and not r.launch_bound
+    swept = [r for r in rows.values() if r.config_index is not None]
+    # each regime's fastest: an index for every table, or each kernel's row chosen apart
+    keep: list[int | dict[str, int]] = [
+        r.config_rows or r.config_index
+        for r in ([r for r in swept if not r.launch_bound] or swept)
+        if r.config_index is not None
     ]
-    keep = keep or [r.config_index for r in rows.values() if r.config_index is not None]
     if not keep:
         return candidate, gate
     source = fold(candidate, keep)

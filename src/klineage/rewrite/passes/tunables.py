@@ -27,6 +27,7 @@ else reads. params["configs"]: the list of configs, each {"NAME": value, "num_wa
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import libcst as cst
@@ -321,38 +322,51 @@ class Tunables(RewritePass):
 # -- folding a swept table ------------------------------------------------------------------
 
 
-def fold(source: str, keep: list[int]) -> str | None:
+def fold(source: str, keep: Sequence[int | Mapping[str, int]]) -> str | None:
     """The source with its inline autotune tables cut to the rows at `keep` (in that order,
     each once): what a sweep found fastest per regime, written as short tables. The gate
     sweeps a file's tables together (its config c makes every autotuner take
     harness_monitors.table_row(c, rows): row c, or the last of a shorter table), so each table
-    keeps that row for each k: a subset of the rows the gate checked. None when the file has
-    no inline table or a k is past its widest one."""
+    keeps that row for each k: a subset of the rows the gate checked. A k that is a mapping
+    names each kernel's own row (the sweep's rows chosen apart, gate/profile.py `apart`): the
+    table on that kernel keeps its row (its first where it is not named). None when the file
+    has no inline table or a k is past its table."""
     from klineage.gate.harness_monitors import table_row
 
     module = parse(source)
-    tables: list[cst.List] = []
+    tables: list[tuple[str, cst.List]] = []
 
     class Find(cst.CSTVisitor):
-        def visit_Decorator(self, node: cst.Decorator) -> None:
-            d = autotune_call(node)
-            if d is not None:
-                for a in d.args:
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            for dec in node.decorators:
+                d = autotune_call(dec)
+                for a in d.args if d is not None else ():
                     if (a.keyword is None or a.keyword.value == "configs") and isinstance(
                         a.value, cst.List
                     ):
-                        tables.append(a.value)
+                        tables.append((node.name.value, a.value))
                         break
 
     module.visit(Find())
-    order = list(dict.fromkeys(keep))
-    if not tables or not order or any(not t.elements for t in tables):
+    order = list(dict.fromkeys(k if isinstance(k, int) else tuple(sorted(k.items())) for k in keep))
+    if not tables or not order or any(not t.elements for _, t in tables):
         return None
-    if any(not 0 <= k < max(len(t.elements) for t in tables) for k in order):
+    widest = max(len(t.elements) for _, t in tables)
+    sizes = {name: len(t.elements) for name, t in tables}
+
+    def row(k: int | tuple[tuple[str, int], ...], name: str, n: int) -> int:
+        return table_row(k, n) if isinstance(k, int) else dict(k).get(name, 0)
+
+    if any(
+        not 0 <= k < widest
+        if isinstance(k, int)
+        else any(not 0 <= r < sizes.get(name, r + 1) for name, r in k)
+        for k in order
+    ):
         return None
     cut: dict[int, list[cst.BaseElement]] = {}
-    for table in tables:
-        rows = list(dict.fromkeys(table_row(k, len(table.elements)) for k in order))
+    for name, table in tables:
+        rows = list(dict.fromkeys(row(k, name, len(table.elements)) for k in order))
         # Each kept row takes the comma (and line break) of the row whose place it takes; the
         # last takes the table's last row's, which leads to the closing bracket.
         commas: list[cst.Comma | cst.MaybeSentinel] = [
