@@ -50,36 +50,9 @@ from klineage.store.db import TrialRow
 EventCallback = Callable[[str, Event], None]
 
 # Part of every run's identity. Bump it when what a policy proposes or what a materializer
-# writes changes, so a stored run of the older code is not replayed as if it were this one's.
-# 2: expert site parameters no longer bind the target; klineage explores with budget left;
-#    thresholds are not extrapolated.
-# 3: mask_free_even_path: the expert's flag position is not carried over, and masks over
-#    another block of the same dimension get their own flag (both seen failing on the H200);
-#    with budget left, correct-but-not-faster proposals are tried again on a changed best;
-#    the random pass order is drawn per problem, not one order for every problem.
-# 4: tunables (a config space per gate call, swept by the gate; a kept table is folded to its
-#    per-regime winners) proposed first by klineage (expert-nearest configs) and what-only
-#    (random draws); baselines draw it from the seed.
-# 5: structural alternatives: a skill passed over when another structural rewrite was kept is
-#    tried on the kernel before it (Proposal.source); a stored version-4 run would diverge.
-# 6: klineage follows a trial faster on some regimes only by a regime dispatch (two kernels,
-#    one file: optimize/dispatch.py).
-# 7: a kept structural rewrite with a value (split_k's split, multi_row's rows) is followed by
-#    the same rewrite at half and double that value (optimize/structural.py `_values`).
-# 8: a reshaping rewrite's regime dispatch waits for the rewrite with the split its kernel needs;
-#    multi_row leaves a walk down a column to column_tiling; split_k's skill is written by
-#    split_online where its own shape does not fit; the tile_accumulator skill ships (the
-#    2026-12-06 H100 stores under benchmarks/results/neighbours-2026-12-06 are version 7).
-# 9: an alternative of unknown gain is not tried on a kernel more than 8x slower than the best
-#    (structural.UNKNOWN_ALTERNATIVE_BEHIND; the 2026-12-06 stores are version 8).
-# 10: tile_online writes the tile_accumulator skill on an online softmax walk (OTHER_FORMS);
-#    the 2026-12-07 stores are version 9.
-# 11: split_scan's two kernels take one step (SCAN_STEP, widened to 4096 where the kernel
-#    allows any) that tunables cannot table apart per kernel, and its segment count has half
-#    and double values; the stores up to 2026-12-07 (second session) are version 10.
-# 12: tables lift a computed row count (multi_row's); a scan's table is drawn around its own
-#    config; baselines draw ascending_scan too (the 2026-12-07 stores are 11).
-OPTIMIZE_VERSION = 12
+# writes changes, so a stored run of the older code is not replayed as if it were this one's;
+# what each version changed is in docs/OPTIMIZE.md ("Versions").
+OPTIMIZE_VERSION = 13
 
 
 class OptimizeRefused(KLineageError):

@@ -42,6 +42,12 @@ OTHER_FORMS = {
     "split_k": "split_online",
     "tile_accumulator": "tile_online",
 }
+# A form that writes a skill ahead of its own pass wherever it finds a site: the code's shape
+# defeats the skill's own rewrite there. multiple_of_hints states offsets' contiguity so loads
+# vectorize; a chunk loaded back to front (a suffix scan's `A - tl.arange(0, C)`) has none to
+# state, and ascending_scan loads it in ascending addresses with its scans reversed (1.07-1.19x
+# on the reverse cumsum's kernels side by side on an H100, docs/benchmarks.md).
+FIRST_FORMS = {"multiple_of_hints": "ascending_scan"}
 
 
 @dataclass
@@ -254,7 +260,14 @@ def retrieve(
         sites = p.forward_sites(source)
         r.pass_name = s.rewrite.pass_name
         other = passes.get(OTHER_FORMS.get(s.rewrite.pass_name, ""))
-        if not sites and other is not None:
+        first = passes.get(FIRST_FORMS.get(s.rewrite.pass_name, ""))
+        ahead = first.forward_sites(source) if first is not None else []
+        if first is not None and ahead:
+            sites, r.pass_name = ahead, first.NAME
+            r.reasons.append(
+                f"static: written by {first.NAME} (the form of it this code's shape needs first)"
+            )
+        elif not sites and other is not None:
             sites = other.forward_sites(source)
             if sites:
                 r.pass_name = other.NAME

@@ -107,3 +107,32 @@ def test_kernels_that_read_the_lane_order_otherwise_are_left_alone() -> None:
     assert PASS.why_not(forward) == [
         "suffix: no `p = A - tl.arange(0, C)` (a chunk loaded back to front)"
     ]
+
+
+def test_the_shipped_hints_skill_is_written_by_ascending_scan_where_a_chunk_is_loaded_back_to_front() -> (
+    None
+):
+    """retrieve's FIRST_FORMS: multiple_of_hints finds offsets to hint in the reverse cumsum's
+    naive kernel, but hints cannot make a descending load vectorize; ascending_scan writes the
+    skill there, and on a kernel loaded forward the hints skill keeps its own pass."""
+    from klineage.problem.shapes import features, regime_shapes
+    from klineage.skills.library import load_library
+    from klineage.skills.retrieve import retrieve
+
+    shipped, _ = load_library(None)
+    where = HELDOUT / "reverse_cumsum_rows"
+    shapes = regime_shapes(where / "problem.py")
+    gpu = ("short_rows_fp16", "mid_fp32")
+    naive = (where / "naive.py").read_text()
+    forward = naive.replace("(n - 1 - done) - tl.arange(0, CHUNK)", "done + tl.arange(0, CHUNK)")
+    assert forward != naive
+    assert all_passes()["multiple_of_hints"].forward_sites(naive)
+    written = {}
+    for name, source in (("naive", naive), ("forward", forward)):
+        found = retrieve(shipped, where / "problem.py", where / "naive.py", "cuda", "9.0",
+                         source=source, target={r: features(shapes[r]) for r in gpu},
+                         shapes={r: shapes[r]["shapes"] for r in gpu})  # fmt: skip
+        r = next(x for x in found if x.skill.rewrite.pass_name == "multiple_of_hints")
+        assert r.materializer == "mechanical", r.reasons
+        written[name] = r.pass_name
+    assert written == {"naive": "ascending_scan", "forward": "multiple_of_hints"}
