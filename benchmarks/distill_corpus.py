@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument(
         "--workloads",
         default="softmax,rmsnorm,layernorm,cross_entropy,matmul,attention,colsum,cumsum,transpose,"
-        "skinny_matmul",
+        "skinny_matmul,bias_gelu",
     )
     ap.add_argument(
         "--regimes",

@@ -16,9 +16,9 @@ KERNELS = Path(__file__).resolve().parents[2] / "src" / "klineage" / "kernels"
 WORKLOADS = sorted(p.name for p in KERNELS.iterdir() if (p / "problem.py").exists())
 
 
-def test_the_corpus_has_its_ten_workloads() -> None:
+def test_the_corpus_has_its_eleven_workloads() -> None:
     for name in ("matmul", "softmax", "rmsnorm", "layernorm", "attention", "cross_entropy",
-                 "colsum", "cumsum", "transpose", "skinny_matmul"):  # fmt: skip
+                 "colsum", "cumsum", "transpose", "skinny_matmul", "bias_gelu"):  # fmt: skip
         assert name in WORKLOADS
 
 

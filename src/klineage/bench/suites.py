@@ -1,4 +1,4 @@
-"""Benchmark suites: the corpus (ten workloads with naive and expert kernels) and the public
+"""Benchmark suites: the corpus (eleven workloads with naive and expert kernels) and the public
 held-out set (problems no skill was learned from, each with a naive starting kernel)."""
 
 from __future__ import annotations
