@@ -106,3 +106,24 @@ def test_does_not_apply_is_a_reason_not_an_exception() -> None:
     assert p.backward_sites("def broken(:\n") == []
     r = p.simplify("def broken(:\n", site)
     assert not r.applied and "does not parse" in r.reason
+
+
+def test_a_column_block_the_grid_also_divides_by_is_not_rows_per_program() -> None:
+    # The colsum expert's BLOCK_N (grid `cdiv(N, BLOCK_N)`, its aranges only on the tile's last
+    # axis) was a site: setting it to 1 is one column a program, not one row, and on the CPU
+    # the walk's gate calls of bias_gelu's BLOCK_N = 1 timed out. Its rows still are one.
+    p = get_pass("rows_per_program")
+    columns = BEFORE.replace(
+        "grid = (triton.cdiv(M, BLOCK_M),)",
+        "grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))",
+    ).replace(
+        "BLOCK_N = triton.next_power_of_2(N)", "BLOCK_N = min(triton.next_power_of_2(N), 1024)"
+    )
+    assert columns != BEFORE
+    assert [s.params["name"] for s in p.backward_sites(columns)] == ["BLOCK_M"]
+    from tests.conftest import KERNELS
+
+    for family in ("colsum", "bias_gelu"):
+        expert = (KERNELS / family / "expert.py").read_text()
+        names = [s.params["name"] for s in p.backward_sites(expert)]
+        assert names == ["BLOCK_M"], (family, names)

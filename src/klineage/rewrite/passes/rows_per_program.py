@@ -30,7 +30,6 @@ from klineage.rewrite.base import (
     RewriteResult,
     Site,
     dotted,
-    is_call_to,
     is_triton_jit,
     parse,
     positions,
@@ -306,16 +305,9 @@ def _is_one(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Integer) and node.value == "1"
 
 
-def _tiles_rows(kdef: cst.FunctionDef, param: str) -> bool:
-    """The kernel shapes a tile with the parameter: tl.arange(0, param) somewhere."""
-    return any(
-        is_call_to(n, "tl.arange") and param in names_in(n)
-        for n in walk(kdef)
-        if isinstance(n, cst.Call)
-    )
-
-
 def _matches(ctx: Ctx, want_one: bool) -> list[_Match]:
+    from klineage.rewrite.passes.rows_axis import tiles_rows as _tiles_rows
+
     out: list[_Match] = []
     seen: set[int] = set()
     for launch in ctx.launches:
@@ -330,7 +322,9 @@ def _matches(ctx: Ctx, want_one: bool) -> list[_Match]:
                 continue
             if kdef is not None and arg.keyword.value not in constexprs(kdef):
                 continue
-            if want_one and (kdef is None or not _tiles_rows(kdef, arg.keyword.value)):
+            if (kdef is None and want_one) or not (
+                kdef is None or _tiles_rows(kdef, arg.keyword.value)
+            ):
                 continue
             rows = _divides(closure(launch.grid, {**ctx.module_assigns, **fa}), name)
             if rows is None or id(found[0]) in seen:
