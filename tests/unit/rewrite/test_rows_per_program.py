@@ -111,7 +111,8 @@ def test_does_not_apply_is_a_reason_not_an_exception() -> None:
 def test_a_column_block_the_grid_also_divides_by_is_not_rows_per_program() -> None:
     # The colsum expert's BLOCK_N (grid `cdiv(N, BLOCK_N)`, its aranges only on the tile's last
     # axis) was a site: setting it to 1 is one column a program, not one row, and on the CPU
-    # the walk's gate calls of bias_gelu's BLOCK_N = 1 timed out. Its rows still are one.
+    # the walk's gate calls of bias_gelu's BLOCK_N = 1 timed out. bias_gelu's rows still are
+    # one; colsum's BLOCK_M is its walk's step (below).
     p = get_pass("rows_per_program")
     columns = BEFORE.replace(
         "grid = (triton.cdiv(M, BLOCK_M),)",
@@ -123,7 +124,27 @@ def test_a_column_block_the_grid_also_divides_by_is_not_rows_per_program() -> No
     assert [s.params["name"] for s in p.backward_sites(columns)] == ["BLOCK_M"]
     from tests.conftest import KERNELS
 
-    for family in ("colsum", "bias_gelu"):
+    expected = {
+        "colsum": [],
+        "bias_gelu": ["BLOCK_M"],
+        "cumsum": ["BLOCK_M"],
+        "softmax": ["BLOCK_M"],
+    }
+    for family, want in expected.items():
         expert = (KERNELS / family / "expert.py").read_text()
         names = [s.params["name"] for s in p.backward_sites(expert)]
-        assert names == ["BLOCK_M"], (family, names)
+        assert names == want, (family, names)
+
+
+def test_a_size_a_loop_steps_by_is_a_walks_chunk_not_rows_per_program() -> None:
+    # The cumsum expert's looped chunk (grid `cdiv(cdiv(n_cols, n_chunks), LOOP_BLOCK_N)`, a
+    # 1-D arange, `tl.range(start, end, BLOCK_N)`) and the colsum expert's row step: one row or
+    # column a step is not one row a program.
+    p = get_pass("rows_per_program")
+    walked = BEFORE.replace(
+        "    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n",
+        "    for r0 in range(tl.program_id(0) * BLOCK_M, M, BLOCK_M):\n        pass\n"
+        "    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n",
+    )
+    assert walked != BEFORE and p.backward_sites(BEFORE)
+    assert p.backward_sites(walked) == []

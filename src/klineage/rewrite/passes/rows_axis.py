@@ -1,12 +1,13 @@
 """Which axis of a kernel's tiles a size spans: rows_per_program's check that a launcher size
 the grid divides a count by is a tile's rows (setting it to 1 is one row a program), not a
-column block's width, which grids divide counts by too (the colsum expert's BLOCK_N)."""
+column block's width or a walk's step, which grids divide counts by too (the colsum expert's
+BLOCK_N, the cumsum expert's chunk)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from klineage.rewrite.base import is_call_to
+from klineage.rewrite.base import dotted, is_call_to
 from klineage.rewrite.passes.rows_per_program import names_in, walk
 
 
@@ -34,6 +35,15 @@ def tiles_rows(kdef: cst.FunctionDef, param: str) -> bool:
             ranged(n) or (isinstance(n, cst.Name) and n.value in names) for n in index_nodes(e)
         )
 
+    steps = [
+        n.args[2].value
+        for n in walk(kdef)
+        if isinstance(n, cst.Call)
+        and dotted(n.func).split(".")[-1] in ("range", "static_range")
+        and len(n.args) >= 3
+    ]
+    if any(param in names_in(s) for s in steps):
+        return False  # a loop steps by it: a walk's chunk, its rows or columns
     names: set[str] = set()
     assigns = [
         (t.target.value, n.value)
