@@ -212,9 +212,9 @@ class _Module(cst.CSTVisitor):
     def __init__(self) -> None:
         self.kernels: dict[str, cst.FunctionDef] = {}
         self.autotuned: set[str] = set()
-        # each launch, the outermost function it is in (its name and node: a file with a
-        # regime dispatch has two or three methods named forward) and its line
-        self.launches: list[tuple[cst.Call, str, cst.FunctionDef | None, int]] = []
+        # each launch, the outermost function it is in (the node: a file with a regime
+        # dispatch has two or three methods named forward) and its line
+        self.launches: list[tuple[cst.Call, cst.FunctionDef | None, int]] = []
         self.constants: dict[str, cst.BaseExpression] = {}
         self.stack: list[str] = []
         self.outer: cst.FunctionDef | None = None
@@ -236,7 +236,7 @@ class _Module(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Subscript) and isinstance(node.func.value, cst.Name):
             line = self.get_metadata(PositionProvider, node).start.line
-            self.launches.append((node, self.stack[0] if self.stack else "", self.outer, line))
+            self.launches.append((node, self.outer, line))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if not self.stack:
@@ -340,7 +340,7 @@ def launch_of(module: cst.Module, kernel: str) -> tuple[cst.Call, cst.FunctionDe
     """A kernel's launch in a module and the outermost function it is in (analyse's reading)."""
     facts = _Module()
     MetadataWrapper(module, unsafe_skip_copy=True).visit(facts)
-    for call, _, outer, _ in facts.launches:
+    for call, outer, _ in facts.launches:
         if isinstance(call.func, cst.Subscript) and dotted(call.func.value) == kernel:
             return call, outer
     raise ValueError(f"no launch of {kernel}")
@@ -392,17 +392,17 @@ def analyse(source: str) -> list[Launch]:
     facts = _Module()
     wrapper.visit(facts)
     counts: dict[str, int] = {}
-    for call, _, _, _ in facts.launches:
+    for call, _, _ in facts.launches:
         assert isinstance(call.func, cst.Subscript) and isinstance(call.func.value, cst.Name)
         counts[call.func.value.value] = counts.get(call.func.value.value, 0) + 1
     out: list[Launch] = []
-    for call, function, outer, line in facts.launches:
+    for call, outer, line in facts.launches:
         assert isinstance(call.func, cst.Subscript) and isinstance(call.func.value, cst.Name)
         name = call.func.value.value
         kernel = facts.kernels.get(name)
         if kernel is None:
             continue
-        launch = Launch(name, function, line)
+        launch = Launch(name, outer.name.value if outer is not None else "", line)
         out.append(launch)
         params, const = _constexprs(kernel)
         body = _KernelFacts(set(params))
