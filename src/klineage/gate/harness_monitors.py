@@ -325,12 +325,16 @@ def _forced_index(force: int | str | dict[str, int], name: str, n: int) -> int:
     of one forward take different rows of their tables (each autotuner picks apart on a GPU;
     a file must be right under any combination, not only the diagonal), or for a dict the
     row it names for this kernel (its first where it names none)."""
-    if isinstance(force, dict):
-        return table_row(int(force.get(name, 0)), n)
     if isinstance(force, str):
         k = STATE.mix_rank.setdefault(name, len(STATE.mix_rank))
         return (int(force.partition(":")[2]) + k) % n
-    return table_row(force, n)
+    return forced_row(force, name, n)
+
+
+def forced_row(force: int | dict[str, int], name: str, n: int) -> int:
+    """The row of kernel `name`'s table of n configs that an index (every table's row c) or
+    each kernel's rows (its own; its first where unnamed) make it take (tunables.fold too)."""
+    return table_row(int(force.get(name, 0)) if isinstance(force, dict) else force, n)
 
 
 def _wrap_autotuner(cls: Any) -> None:

@@ -331,7 +331,7 @@ def fold(source: str, keep: Sequence[int | Mapping[str, int]]) -> str | None:
     names each kernel's own row (the sweep's rows chosen apart, gate/profile.py `apart`): the
     table on that kernel keeps its row (its first where it is not named). None when the file
     has no inline table or a k is past its table."""
-    from klineage.gate.harness_monitors import table_row
+    from klineage.gate.harness_monitors import forced_row
 
     module = parse(source)
     tables: list[tuple[str, cst.List]] = []
@@ -354,9 +354,6 @@ def fold(source: str, keep: Sequence[int | Mapping[str, int]]) -> str | None:
     widest = max(len(t.elements) for _, t in tables)
     sizes = {name: len(t.elements) for name, t in tables}
 
-    def row(k: int | tuple[tuple[str, int], ...], name: str, n: int) -> int:
-        return table_row(k, n) if isinstance(k, int) else dict(k).get(name, 0)
-
     if any(
         not 0 <= k < widest
         if isinstance(k, int)
@@ -366,7 +363,10 @@ def fold(source: str, keep: Sequence[int | Mapping[str, int]]) -> str | None:
         return None
     cut: dict[int, list[cst.BaseElement]] = {}
     for name, table in tables:
-        rows = list(dict.fromkeys(row(k, name, len(table.elements)) for k in order))
+        n = len(table.elements)
+        rows = list(
+            dict.fromkeys(forced_row(k if isinstance(k, int) else dict(k), name, n) for k in order)
+        )
         # Each kept row takes the comma (and line break) of the row whose place it takes; the
         # last takes the table's last row's, which leads to the closing bracket.
         commas: list[cst.Comma | cst.MaybeSentinel] = [
