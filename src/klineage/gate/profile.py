@@ -216,8 +216,10 @@ def sweep(
         )
     best = min(timed, key=lambda c: c.ms or 0.0)
     cand.force[regime.name] = best.index
-    tuned = {k: n for k, n in (autotuners or {}).items() if n > 1}
-    return curve + (apart(regime, cand, cfg, best, autotuners or {}) if len(tuned) > 1 else [])
+    from klineage.gate import mixed
+
+    chosen_apart = mixed.apart(autotuners or {})  # two or more kernels tuned
+    return curve + (apart(regime, cand, cfg, best, autotuners or {}) if chosen_apart else [])
 
 
 def apart(
