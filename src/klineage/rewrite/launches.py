@@ -245,20 +245,6 @@ class _Module(cst.CSTVisitor):
                     self.constants[t.target.value] = node.value
 
 
-def outer_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
-    """Every function not nested in another, module-level or a class's method (a launch in
-    ModelNew.forward is in `forward`), by name; the last of a name wins, as in _Module."""
-    found: dict[str, cst.FunctionDef] = {}
-
-    class Outer(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            found[node.name.value] = node
-            return False  # functions nested in it are not outer
-
-    module.visit(Outer())
-    return found
-
-
 def _bindings(fn: cst.FunctionDef | None) -> dict[str, list[cst.BaseExpression]]:
     """name -> the values assigned to it in a function (tuple assignments unpacked)."""
     out: dict[str, list[cst.BaseExpression]] = {}
