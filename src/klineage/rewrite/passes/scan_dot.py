@@ -1,0 +1,329 @@
+"""A 16-bit tile's scan as a product by a triangle of ones, on the tensor cores.
+
+A prefix (or suffix) sum over C lanes is a matrix product: for a [R, C] tile v, `tl.cumsum(v,
+axis=1)` is `v @ L` with L[k, j] = 1 where k <= j (k >= j for `reverse=True`). Products by 0 and
+1 are exact and tl.dot adds in fp32, so a 16-bit tile scanned this way has the fp32 scan's
+precision (its additions in another order). tl.cumsum runs a log-depth shuffle network per
+lane group; the product moves that work to the tensor cores, which a memory-bound scan leaves
+idle. A 1-D chunk of C >= 1024 lanes is scanned as a [C / 64, 64] tile: each row by the
+product, then the exclusive scan of the rows' totals added to each row (the two-level scan of
+chunked linear-attention kernels, where cumulative sums are written this way).
+
+Forward only. A site is a `tl.cumsum(A, axis=0 or 1[, reverse=...])` in a kernel, literal axis
+and direction, where A is `tl.load(...).to(tl.float32)` (inline, or a name assigned only that
+once in the kernel): the scanned values are exactly a tensor's elements widened. The rewrite
+keeps the tensor's own dtype beside the widened values and calls a helper,
+`_scan_by_dot(raw, AXIS, REVERSE)`, that takes the product only where it is exact and legal -
+an fp16 or bf16 tile of at least 16 x 16 (tl.dot's smallest), or a 1-D chunk of at least 1024
+lanes - decided at compile time from the tile's dtype and shape, and is tl.cumsum of the
+widened values everywhere else (an fp32 tensor, whose product would round to tf32; a tile of 4
+rows). So the rewrite is sound on every input; whether it pays is the gate's to say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+
+from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, dotted, is_triton_jit, parse
+from klineage.rewrite.base import code_of as _code
+from klineage.rewrite.registry import register
+
+HELPER = "_scan_by_dot"
+HELPER_SOURCE = f'''
+@triton.jit
+def {HELPER}(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
+    """scan_dot (klineage): tl.cumsum(v.to(tl.float32), AXIS, reverse=REVERSE), by tl.dot with
+    a triangle of ones where v is an fp16 / bf16 tile of at least 16 x 16 scanned along axis 1,
+    or a 1-D chunk of at least 1024 lanes (as a [C / 64, 64] tile, then its rows' totals)."""
+    if (v.dtype == tl.float16 or v.dtype == tl.bfloat16) and (AXIS == 1 and len(v.shape) == 2):
+        if v.shape[0] >= 16 and v.shape[1] >= 16:
+            k = tl.arange(0, v.shape[1])
+            if REVERSE:
+                ones = k[:, None] >= k[None, :]
+            else:
+                ones = k[:, None] <= k[None, :]
+            out = tl.dot(v, ones.to(v.dtype))
+        else:
+            out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+    elif (v.dtype == tl.float16 or v.dtype == tl.bfloat16) and (AXIS == 0 and len(v.shape) == 1):
+        if v.shape[0] >= 1024:
+            rows = tl.reshape(v, (v.shape[0] // 64, 64))
+            k = tl.arange(0, 64)
+            if REVERSE:
+                ones = k[:, None] >= k[None, :]
+            else:
+                ones = k[:, None] <= k[None, :]
+            within = tl.dot(rows, ones.to(v.dtype))
+            totals = tl.sum(rows.to(tl.float32), axis=1)
+            others = tl.cumsum(totals, axis=0, reverse=REVERSE) - totals
+            out = tl.reshape(within + others[:, None], (v.shape[0],))
+        else:
+            out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+    else:
+        out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+    return out
+'''
+
+
+class NoSite(Exception):
+    """Why a scan is not a site."""
+
+
+@dataclass
+class Found:
+    kernel: str
+    line: int
+    scan: cst.Call
+    axis: int
+    reverse: bool
+    load: cst.Call  # the tl.load whose widened values are scanned
+    assign: cst.Assign | None  # `A = tl.load(...).to(tl.float32)`, when A is a name
+
+
+def _widened_load(node: cst.BaseExpression) -> cst.Call | None:
+    """The tl.load of `tl.load(...).to(tl.float32)`, else None."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return None
+    if node.func.attr.value != "to" or len(node.args) != 1 or node.args[0].keyword is not None:
+        return None
+    if dotted(node.args[0].value) not in ("tl.float32", "triton.language.float32"):
+        return None
+    inner = node.func.value
+    if isinstance(inner, cst.Call) and dotted(inner.func).split(".")[-1] == "load":
+        return inner
+    return None
+
+
+def _literal(call: cst.Call, keyword: str, position: int, default: Any) -> Any:
+    for i, a in enumerate(call.args):
+        if (a.keyword and a.keyword.value == keyword) or (a.keyword is None and i == position):
+            v = a.value
+            if isinstance(v, cst.Integer):
+                return int(v.value)
+            if isinstance(v, cst.Name) and v.value in ("True", "False"):
+                return v.value == "True"
+            raise NoSite(f"{_code(call)}: {keyword} is not a literal")
+    return default
+
+
+def _assigns(fn: cst.FunctionDef) -> dict[str, list[cst.CSTNode]]:
+    out: dict[str, list[cst.CSTNode]] = {}
+
+    class V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                for n in _names(t.target):
+                    out.setdefault(n, []).append(node)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            for n in _names(node.target):
+                out.setdefault(n, []).append(node)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            for n in _names(node.target):
+                out.setdefault(n, []).append(node)
+
+        def visit_For(self, node: cst.For) -> None:
+            for n in _names(node.target):
+                out.setdefault(n, []).append(node)
+
+    fn.visit(V())
+    return out
+
+
+def _names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _names(e.value)]
+    return []
+
+
+def _scans(fn: cst.FunctionDef) -> list[cst.Call]:
+    out: list[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if dotted(node.func) in ("tl.cumsum", "triton.language.cumsum"):
+                out.append(node)
+
+    fn.visit(V())
+    return out
+
+
+def _site(fn: cst.FunctionDef, scan: cst.Call, assigns: dict[str, list[cst.CSTNode]]) -> Found:
+    if not scan.args or scan.args[0].keyword is not None:
+        raise NoSite(f"{_code(scan)}: no scanned value")
+    axis = _literal(scan, "axis", 1, 0)
+    reverse = _literal(scan, "reverse", 2, False)
+    if axis not in (0, 1) or not isinstance(reverse, bool):
+        raise NoSite(f"{_code(scan)}: axis {axis} (0 or 1 only)")
+    arg = scan.args[0].value
+    load = _widened_load(arg)
+    assign = None
+    if load is None and isinstance(arg, cst.Name):
+        where = assigns.get(arg.value, [])
+        if len(where) != 1 or not isinstance(where[0], cst.Assign):
+            raise NoSite(f"{arg.value} is assigned {len(where)} times (once, from a load, only)")
+        assign = where[0]
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            raise NoSite(f"{_code(assign)}: not one name assigned")
+        load = _widened_load(assign.value)
+    if load is None:
+        raise NoSite(
+            f"{_code(scan)}: the scanned values are not a load widened to fp32 "
+            "(`tl.load(...).to(tl.float32)`), so their dtype is not a tensor's"
+        )
+    return Found(fn.name.value, 0, scan, axis, reverse, load, assign)
+
+
+def analyse(source: str) -> tuple[cst.Module, list[Found | tuple[str, str]]]:
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    module = parse(source)
+    lines = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    out: list[Found | tuple[str, str]] = []
+    for stmt in module.body:
+        if not isinstance(stmt, cst.FunctionDef) or stmt.name.value == HELPER:
+            continue
+        if not any(is_triton_jit(d) for d in stmt.decorators):
+            continue
+        scans = _scans(stmt)
+        if not scans:
+            out.append((stmt.name.value, "no tl.cumsum"))
+        assigns = _assigns(stmt)
+        for scan in scans:
+            try:
+                found = _site(stmt, scan, assigns)
+            except NoSite as e:
+                out.append((stmt.name.value, str(e)))
+                continue
+            found.line = lines[scan].start.line if scan in lines else lines[stmt].start.line
+            out.append(found)
+    return module, out
+
+
+def _fresh(module: cst.Module, base: str) -> str:
+    taken = {n.value for n in _all_names(module)}
+    name, i = f"{base}_in", 2
+    while name in taken:
+        name, i = f"{base}_in{i}", i + 1
+    return name
+
+
+def _all_names(module: cst.Module) -> list[cst.Name]:
+    out: list[cst.Name] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            out.append(node)
+
+    module.visit(V())
+    return out
+
+
+def rewrite(module: cst.Module, found: Found) -> str:
+    """The scan through the helper, the load's own dtype kept in a name beside the widened
+    values, and the helper added before the first kernel (once)."""
+    call_args = f"{found.axis}, {found.reverse}"
+    if found.assign is not None:
+        widened = found.assign.targets[0].target
+        assert isinstance(widened, cst.Name)
+        raw = _fresh(module, widened.value)
+        scan_text = f"{HELPER}({raw}, {call_args})"
+    else:
+        raw, scan_text = "", f"{HELPER}({_code(found.load)}, {call_args})"
+    new_scan = cst.parse_expression(scan_text)
+
+    class T(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            return new_scan if original is found.scan else updated
+
+        def leave_SimpleStatementLine(
+            self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+        ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
+            if found.assign is None or found.assign not in original.body:
+                return updated
+            assert isinstance(widened, cst.Name)
+            load = cst.parse_statement(f"{raw} = {_code(found.load)}")
+            assert isinstance(load, cst.SimpleStatementLine)
+            first = updated.with_changes(body=load.body)
+            second = cst.parse_statement(f"{widened.value} = {raw}.to(tl.float32)")
+            assert isinstance(second, cst.SimpleStatementLine)
+            return cst.FlattenSentinel([first, second.with_changes(leading_lines=[])])
+
+    out = module.visit(T())
+    if any(isinstance(s, cst.FunctionDef) and s.name.value == HELPER for s in out.body):
+        return out.code
+    helper = cst.parse_module(HELPER_SOURCE).body[0]
+    at = next(
+        i
+        for i, s in enumerate(out.body)
+        if isinstance(s, cst.FunctionDef) and any(is_triton_jit(d) for d in s.decorators)
+    )
+    first = out.body[at]
+    # the helper goes between the kernel's own leading lines (comments) and what came before
+    helper = helper.with_changes(leading_lines=first.leading_lines)
+    first = first.with_changes(
+        leading_lines=[cst.EmptyLine(), cst.EmptyLine()]
+    )  # two blank lines between top-level definitions
+    return out.with_changes(body=[*out.body[:at], helper, first, *out.body[at + 1 :]]).code
+
+
+@register
+class ScanDot(ForwardOnly):
+    NAME = "scan_dot"
+    DESCRIPTION = (
+        "Scan a 16-bit tile (tl.cumsum of a load widened to fp32) as a product by a triangle "
+        "of ones on the tensor cores (exact products, fp32 sums), where the tile is at least "
+        "16 x 16 or a 1-D chunk of 1024 lanes; tl.cumsum elsewhere."
+    )
+    CATEGORY = "compute"
+    ANCHOR = "tl.cumsum over a loaded tile widened to fp32"
+    IN_PROGRAM = True
+    NO_BACKWARD = "no corpus expert scans by tl.dot yet"
+
+    def forward_sites(self, source: str) -> list[Site]:
+        def run() -> list[Site]:
+            _, found = analyse(source)
+            return [
+                self.site(
+                    "forward",
+                    i,
+                    f.line,
+                    f.kernel,
+                    f"{f.kernel}: {_code(f.scan)}",
+                    kernel=f.kernel,
+                    line=f.line,
+                )
+                for i, f in enumerate(x for x in found if isinstance(x, Found))
+            ]
+
+        return self.safe_sites(run)
+
+    def why_not(self, source: str) -> list[str]:
+        return self.reasons(lambda: analyse(source)[1], Found)
+
+    def apply(self, source: str, site: Site, params: dict[str, Any] | None = None) -> RewriteResult:
+        def run() -> RewriteResult:
+            module, found = analyse(source)
+            mine = [
+                f for f in found if isinstance(f, Found) and f.kernel == site.params.get("kernel")
+            ]
+            at = [f for f in mine if f.line == site.params.get("line")] or mine
+            if not at:
+                return RewriteResult.skip(
+                    f"no tl.cumsum of a widened load in {site.params.get('kernel')}", site
+                )
+            f = at[0]
+            return RewriteResult(
+                True,
+                f"{f.kernel}: tl.cumsum(axis={f.axis}, reverse={f.reverse}) through {HELPER}",
+                rewrite(module, f),
+                site,
+            )
+
+        return self.safe(run)

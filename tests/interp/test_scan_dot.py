@@ -1,0 +1,95 @@
+"""scan_dot's helper scans by tl.dot in the interpreter as tl.cumsum does (fp16 tiles of 16 x
+64 and 1-D chunks of 1024, both directions; fp32 and 4-row tiles through tl.cumsum), and its
+rewrite of the reverse cumsum at 16 rows a program passes the real gate, whose fp16 regime
+takes the product. bf16 is not checked here: the interpreter computes it wrongly
+(../shared/TRITON_CPU.md); the GPU gate checks it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from klineage.gate import run_gate
+from klineage.optimize.materialize import mechanical
+from klineage.rewrite.passes.scan_dot import HELPER, HELPER_SOURCE
+
+pytestmark = pytest.mark.interpreter
+
+PROBLEM = (
+    Path(__file__).resolve().parents[2] / "src" / "klineage" / "heldout" / "reverse_cumsum_rows"
+)
+
+KERNELS = (
+    "import triton\nimport triton.language as tl\n"
+    + HELPER_SOURCE
+    + f"""
+
+@triton.jit
+def tile(x, y, R: tl.constexpr, C: tl.constexpr, REVERSE: tl.constexpr):
+    at = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    tl.store(y + at, {HELPER}(tl.load(x + at), 1, REVERSE))
+
+
+@triton.jit
+def chunk(x, y, C: tl.constexpr, REVERSE: tl.constexpr):
+    at = tl.arange(0, C)
+    tl.store(y + at, {HELPER}(tl.load(x + at), 0, REVERSE))
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    path = tmp_path_factory.mktemp("scan_dot") / "kernels.py"
+    path.write_text(KERNELS)
+    space: dict = {}
+    exec(compile(KERNELS, str(path), "exec"), space)  # triton.jit reads the file for source
+    return space
+
+
+def _expected(x: torch.Tensor, reverse: bool) -> torch.Tensor:
+    xf = x.float()
+    return xf.flip(-1).cumsum(-1).flip(-1) if reverse else xf.cumsum(-1)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize(
+    "shape,dtype", [((16, 64), torch.float16), ((4, 64), torch.float16), ((16, 64), torch.float32)]
+)
+def test_a_tile_scans_as_tl_cumsum(kernels: dict, shape, dtype, reverse: bool) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(shape).to(dtype)
+    y = torch.empty(shape, dtype=torch.float32)
+    kernels["tile"][(1,)](x, y, R=shape[0], C=shape[1], REVERSE=reverse)
+    torch.testing.assert_close(y, _expected(x, reverse), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize(
+    "n,dtype", [(1024, torch.float16), (256, torch.float16), (1024, torch.float32)]
+)
+def test_a_chunk_scans_as_tl_cumsum(kernels: dict, n: int, dtype, reverse: bool) -> None:
+    torch.manual_seed(1)
+    x = torch.randn(n).to(dtype)
+    y = torch.empty(n, dtype=torch.float32)
+    kernels["chunk"][(1,)](x, y, C=n, REVERSE=reverse)
+    torch.testing.assert_close(y, _expected(x, reverse), rtol=1e-5, atol=1e-4)
+
+
+def test_the_reverse_cumsum_at_16_rows_a_program_is_accepted(tmp_path: Path) -> None:
+    source = (PROBLEM / "naive.py").read_text()
+    for step, params in [("multi_row", {"rows": 16}), ("ascending_scan", {}), ("scan_dot", {})]:
+        m = mechanical(source, step, params)
+        assert m.source is not None, m.reason
+        source = m.source
+    assert f"{HELPER}(v_in, 1, True)" in source
+    cand = tmp_path / "scan_dot.py"
+    cand.write_text(source)
+    result = run_gate(PROBLEM / "problem.py", cand, device="cpu", regimes=["fp16", "ragged"])
+    assert result.accepted, result.message
+    # the same kernel with the triangle the wrong way round (a prefix sum) is refused
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(source.replace(f"{HELPER}(v_in, 1, True)", f"{HELPER}(v_in, 1, False)"))
+    assert not run_gate(PROBLEM / "problem.py", wrong, device="cpu", regimes=["fp16"]).accepted

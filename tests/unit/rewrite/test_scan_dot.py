@@ -1,0 +1,93 @@
+"""scan_dot (rewrite/passes/scan_dot.py): a tl.cumsum of a load widened to fp32 goes through a
+helper that scans a 16-bit tile by tl.dot with a triangle of ones; golden before/after on
+kernels written for the purpose, and the scans it must leave alone, each with its reason."""
+
+from __future__ import annotations
+
+from klineage.rewrite import all_passes
+from klineage.rewrite.passes.scan_dot import HELPER
+
+PASS = all_passes()["scan_dot"]
+
+ROWS = """
+import triton
+import triton.language as tl
+
+
+# a scan of ROWS rows a program
+@triton.jit
+def prefix(x_ptr, y_ptr, n, ROWS: tl.constexpr, STEP: tl.constexpr):
+    rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS))[:, None]
+    carried = tl.zeros((ROWS, 1), tl.float32)
+    for done in range(0, n, STEP):
+        at = done + tl.arange(0, STEP)[None, :]
+        v = tl.load(x_ptr + rows * n + at, mask=at < n, other=0.0).to(tl.float32)
+        tl.store(y_ptr + rows * n + at, carried + tl.cumsum(v, axis=1), mask=at < n)
+        carried += tl.sum(v, axis=1, keep_dims=True)
+"""
+
+
+def _apply(source: str) -> str:
+    out = source
+    for site in PASS.forward_sites(source):
+        r = PASS.apply(out, site)
+        assert r.applied and r.source, r.reason
+        out = r.source
+    return out
+
+
+def test_a_widened_tile_keeps_its_dtype_beside_and_scans_through_the_helper() -> None:
+    out = _apply(ROWS)
+    assert "v_in = tl.load(x_ptr + rows * n + at, mask=at < n, other=0.0)\n" in out
+    assert "        v = v_in.to(tl.float32)\n" in out
+    assert f"carried + {HELPER}(v_in, 1, False)" in out
+    assert "carried += tl.sum(v, axis=1, keep_dims=True)" in out  # the widened values stay
+    # the helper once, before the kernel, the kernel's own comment kept above the helper
+    assert out.count(f"def {HELPER}(") == 1
+    assert (
+        out.index("# a scan of ROWS rows") < out.index(f"def {HELPER}(") < out.index("def prefix(")
+    )
+    assert PASS.forward_sites(out) == []  # the helper's own scans are not sites
+    compile(out, "scan_dot.py", "exec")
+
+
+def test_a_reversed_inline_scan_and_a_second_kernel_share_one_helper() -> None:
+    source = ROWS.replace(
+        "carried + tl.cumsum(v, axis=1)",
+        "carried + tl.cumsum(tl.load(x_ptr + rows * n + at).to(tl.float32), axis=1, reverse=True)",
+    )
+    source += "\n\n" + ROWS.split("# a scan of ROWS rows a program\n")[1].replace(
+        "def prefix(", "def prefix2("
+    )
+    out = _apply(source)
+    assert f"{HELPER}(tl.load(x_ptr + rows * n + at), 1, True)" in out
+    assert out.count(f"def {HELPER}(") == 1
+    assert f"{HELPER}(v_in, 1, False)" in out  # prefix2's named load
+    compile(out, "scan_dot.py", "exec")
+
+
+def test_a_fresh_name_never_shadows_one_the_kernel_has() -> None:
+    out = _apply(ROWS.replace("rows = (", "v_in = 0\n    rows = ("))
+    assert "v_in2 = tl.load(" in out and f"{HELPER}(v_in2, 1, False)" in out
+
+
+def test_scans_it_leaves_alone_say_why() -> None:
+    cases = {
+        # computed values: their dtype is no tensor's, and narrowing them would round
+        "v = tl.load(x_ptr + rows * n + at, mask=at < n, other=0.0).to(tl.float32) * 2.0": (
+            "not a load widened to fp32"
+        ),
+        # a 16-bit scan kept in 16 bits: no widened values to keep the product's precision
+        "v = tl.load(x_ptr + rows * n + at, mask=at < n, other=0.0)": "not a load widened",
+    }
+    for line, why in cases.items():
+        source = ROWS.replace(
+            "v = tl.load(x_ptr + rows * n + at, mask=at < n, other=0.0).to(tl.float32)", line
+        )
+        assert PASS.forward_sites(source) == []
+        assert any(why in r for r in PASS.why_not(source)), PASS.why_not(source)
+    twice = ROWS.replace("        tl.store(", "        v = v + 1.0\n        tl.store(")
+    assert PASS.forward_sites(twice) == []
+    assert any("assigned 2 times" in r for r in PASS.why_not(twice))
+    variable_axis = ROWS.replace("tl.cumsum(v, axis=1)", "tl.cumsum(v, axis=AX)")
+    assert any("axis is not a literal" in r for r in PASS.why_not(variable_axis))
