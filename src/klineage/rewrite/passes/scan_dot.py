@@ -13,11 +13,12 @@ Forward only. A site is a `tl.cumsum(A, axis=0 or 1[, reverse=...])` in a kernel
 and direction, where A is `tl.load(...).to(tl.float32)` (inline, or a name assigned only that
 once in the kernel): the scanned values are exactly a tensor's elements widened. The rewrite
 keeps the tensor's own dtype beside the widened values and calls a helper,
-`_scan_by_dot(raw, AXIS, REVERSE)`, that takes the product only where it is exact and legal -
-an fp16 or bf16 tile of at least 16 x 16 (tl.dot's smallest), or a 1-D chunk of at least 1024
-lanes - decided at compile time from the tile's dtype and shape, and is tl.cumsum of the
-widened values everywhere else (an fp32 tensor, whose product would round to tf32; a tile of 4
-rows). So the rewrite is sound on every input; whether it pays is the gate's to say.
+`_scan_by_dot(raw, AXIS, REVERSE)`, that takes the product only where it is exact and legal
+(an fp16 or bf16 tile of at least 16 rows, tl.dot's smallest, of 16 to 128 lanes: a C x C
+triangle of 16-bit ones is 32 KB at 128; or a 1-D chunk of at least 1024 lanes), decided at
+compile time from the tile's dtype and shape, and is tl.cumsum of the widened values everywhere
+else (an fp32 tensor, whose product would round to tf32; a tile of 4 rows). So the rewrite is
+sound on every input; whether it pays is the gate's to say.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ HELPER_SOURCE = f'''
 @triton.jit
 def {HELPER}(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
     """scan_dot (klineage): tl.cumsum(v.to(tl.float32), AXIS, reverse=REVERSE), by tl.dot with
-    a triangle of ones where v is an fp16 / bf16 tile of at least 16 x 16 scanned along axis 1,
-    or a 1-D chunk of at least 1024 lanes (as a [C / 64, 64] tile, then its rows' totals)."""
+    a triangle of ones where v is an fp16 / bf16 tile of at least 16 rows of 16 to 128 lanes
+    scanned along axis 1 (a wider triangle outgrows shared memory), or a 1-D chunk of at least 1024 lanes (as a [C / 64, 64] tile, then its rows' totals)."""
     if (v.dtype == tl.float16 or v.dtype == tl.bfloat16) and (AXIS == 1 and len(v.shape) == 2):
-        if v.shape[0] >= 16 and v.shape[1] >= 16:
+        if v.shape[0] >= 16 and (v.shape[1] >= 16 and v.shape[1] <= 128):
             k = tl.arange(0, v.shape[1])
             if REVERSE:
                 ones = k[:, None] >= k[None, :]
