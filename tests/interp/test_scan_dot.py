@@ -1,5 +1,6 @@
-"""scan_dot's helper scans by tl.dot in the interpreter as tl.cumsum does (fp16 tiles of 16 x
-64 and 1-D chunks of 1024, both directions; fp32 and 4-row tiles through tl.cumsum), and its
+"""scan_dot's helper scans by tl.dot in the interpreter as tl.cumsum does (fp16 tiles by one
+product or by blocks, 1-D chunks by blocks, both directions; fp32 and tiles under 256 elements
+through tl.cumsum), and its
 rewrite of the reverse cumsum at 16 rows a program passes the real gate, whose fp16 regime
 takes the product. bf16 is not checked here: the interpreter computes it wrongly
 (../shared/TRITON_CPU.md); the GPU gate checks it."""
@@ -40,13 +41,41 @@ def chunk(x, y, C: tl.constexpr, REVERSE: tl.constexpr):
 )
 
 
+def _load(tmp: Path, text: str) -> dict:
+    path = tmp / "kernels.py"
+    path.write_text(text)
+    space: dict = {}
+    exec(compile(text, str(path), "exec"), space)  # triton.jit reads the file for source
+    return space
+
+
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    path = tmp_path_factory.mktemp("scan_dot") / "kernels.py"
-    path.write_text(KERNELS)
-    space: dict = {}
-    exec(compile(KERNELS, str(path), "exec"), space)  # triton.jit reads the file for source
-    return space
+    return _load(tmp_path_factory.mktemp("scan_dot"), KERNELS)
+
+
+# The helper with strict triangles (an exclusive scan where it multiplies): wrong exactly where
+# the product is taken, so which path each shape takes is seen, not assumed.
+STRICT = KERNELS.replace("k[:, None] >= k[None, :]", "k[:, None] > k[None, :]").replace(
+    "k[:, None] <= k[None, :]", "k[:, None] < k[None, :]"
+)
+
+
+@pytest.mark.parametrize(
+    "shape,product",
+    [((16, 64), True), ((4, 64), True), ((16, 256), True), ((2, 64), False), ((1024,), True)],
+)
+def test_the_product_is_taken_where_the_shape_allows(tmp_path: Path, shape, product) -> None:
+    assert STRICT != KERNELS
+    strict = _load(tmp_path, STRICT)
+    x = torch.randn(shape).to(torch.float16)
+    y = torch.empty(shape, dtype=torch.float32)
+    if len(shape) == 2:
+        strict["tile"][(1,)](x, y, R=shape[0], C=shape[1], REVERSE=True)
+    else:
+        strict["chunk"][(1,)](x, y, C=shape[0], REVERSE=True)
+    exact = torch.allclose(y, _expected(x, True), rtol=1e-5, atol=1e-4)
+    assert exact != product
 
 
 def _expected(x: torch.Tensor, reverse: bool) -> torch.Tensor:
@@ -56,7 +85,14 @@ def _expected(x: torch.Tensor, reverse: bool) -> torch.Tensor:
 
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize(
-    "shape,dtype", [((16, 64), torch.float16), ((4, 64), torch.float16), ((16, 64), torch.float32)]
+    "shape,dtype",
+    [
+        ((16, 64), torch.float16),  # one product by a 64 x 64 triangle
+        ((4, 64), torch.float16),  # blocks of 16 lanes: a [16, 16] product, then the blocks' totals
+        ((16, 256), torch.float16),  # blocks of 64 lanes (a 256 x 256 triangle is too large)
+        ((2, 64), torch.float16),  # 128 elements: tl.cumsum
+        ((16, 64), torch.float32),  # fp32: tl.cumsum
+    ],
 )
 def test_a_tile_scans_as_tl_cumsum(kernels: dict, shape, dtype, reverse: bool) -> None:
     torch.manual_seed(0)
@@ -68,7 +104,8 @@ def test_a_tile_scans_as_tl_cumsum(kernels: dict, shape, dtype, reverse: bool) -
 
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize(
-    "n,dtype", [(1024, torch.float16), (256, torch.float16), (1024, torch.float32)]
+    "n,dtype",
+    [(1024, torch.float16), (256, torch.float16), (128, torch.float16), (1024, torch.float32)],
 )
 def test_a_chunk_scans_as_tl_cumsum(kernels: dict, n: int, dtype, reverse: bool) -> None:
     torch.manual_seed(1)

@@ -5,20 +5,21 @@ axis=1)` is `v @ L` with L[k, j] = 1 where k <= j (k >= j for `reverse=True`). P
 1 are exact and tl.dot adds in fp32, so a 16-bit tile scanned this way has the fp32 scan's
 precision (its additions in another order). tl.cumsum runs a log-depth shuffle network per
 lane group; the product moves that work to the tensor cores, which a memory-bound scan leaves
-idle. A 1-D chunk of C >= 1024 lanes is scanned as a [C / 64, 64] tile: each row by the
-product, then the exclusive scan of the rows' totals added to each row (the two-level scan of
-chunked linear-attention kernels, where cumulative sums are written this way).
+idle. Where the tile has fewer than 16 rows (tl.dot's smallest) or more than 128 lanes (a
+wider triangle outgrows shared memory), its rows are cut into blocks of B lanes (64, or 16 under
+1024 elements), each block scanned by a B x B product, and the exclusive scan of the blocks'
+totals added along each row (the two-level scan of chunked linear-attention kernels, where
+cumulative sums are written this way); a 1-D chunk is a tile of one row.
 
 Forward only. A site is a `tl.cumsum(A, axis=0 or 1[, reverse=...])` in a kernel, literal axis
 and direction, where A is `tl.load(...).to(tl.float32)` (inline, or a name assigned only that
 once in the kernel): the scanned values are exactly a tensor's elements widened. The rewrite
 keeps the tensor's own dtype beside the widened values and calls a helper,
 `_scan_by_dot(raw, AXIS, REVERSE)`, that takes the product only where it is exact and legal
-(an fp16 or bf16 tile of at least 16 rows, tl.dot's smallest, of 16 to 128 lanes: a C x C
-triangle of 16-bit ones is 32 KB at 128; or a 1-D chunk of at least 1024 lanes), decided at
-compile time from the tile's dtype and shape, and is tl.cumsum of the widened values everywhere
-else (an fp32 tensor, whose product would round to tf32; a tile of 4 rows). So the rewrite is
-sound on every input; whether it pays is the gate's to say.
+(an fp16 or bf16 tile or row scanned along its last axis, of at least 256 elements and 16
+lanes), decided at compile time from the tile's dtype and shape, and is tl.cumsum of the widened
+values everywhere else (an fp32 tensor, whose product would round to tf32; a tile of 2 x 64).
+So the rewrite is sound on every input; whether it pays is the gate's to say.
 """
 
 from __future__ import annotations
@@ -33,39 +34,63 @@ from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 HELPER = "_scan_by_dot"
+TILE = "_scan_tile_by_dot"
+BLOCKS = "_scan_blocks_by_dot"
 HELPER_SOURCE = f'''
 @triton.jit
 def {HELPER}(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
     """scan_dot (klineage): tl.cumsum(v.to(tl.float32), AXIS, reverse=REVERSE), by tl.dot with
-    a triangle of ones where v is an fp16 / bf16 tile of at least 16 rows of 16 to 128 lanes
-    scanned along axis 1 (a wider triangle outgrows shared memory), or a 1-D chunk of at least 1024 lanes (as a [C / 64, 64] tile, then its rows' totals)."""
-    if (v.dtype == tl.float16 or v.dtype == tl.bfloat16) and (AXIS == 1 and len(v.shape) == 2):
-        if v.shape[0] >= 16 and (v.shape[1] >= 16 and v.shape[1] <= 128):
-            k = tl.arange(0, v.shape[1])
-            if REVERSE:
-                ones = k[:, None] >= k[None, :]
-            else:
-                ones = k[:, None] <= k[None, :]
-            out = tl.dot(v, ones.to(v.dtype))
+    a triangle of ones where v is an fp16 / bf16 row or tile scanned along its last axis and
+    {TILE} takes it; tl.cumsum elsewhere (fp32 would round to tf32)."""
+    if (v.dtype == tl.float16 or v.dtype == tl.bfloat16) and (
+        len(v.shape) <= 2 and AXIS == len(v.shape) - 1
+    ):
+        if len(v.shape) == 1:
+            out = tl.reshape({TILE}(tl.reshape(v, (1, v.shape[0])), REVERSE), (v.shape[0],))
         else:
-            out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
-    elif (v.dtype == tl.float16 or v.dtype == tl.bfloat16) and (AXIS == 0 and len(v.shape) == 1):
-        if v.shape[0] >= 1024:
-            rows = tl.reshape(v, (v.shape[0] // 64, 64))
-            k = tl.arange(0, 64)
-            if REVERSE:
-                ones = k[:, None] >= k[None, :]
-            else:
-                ones = k[:, None] <= k[None, :]
-            within = tl.dot(rows, ones.to(v.dtype))
-            totals = tl.sum(rows.to(tl.float32), axis=1)
-            others = tl.cumsum(totals, axis=0, reverse=REVERSE) - totals
-            out = tl.reshape(within + others[:, None], (v.shape[0],))
-        else:
-            out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+            out = {TILE}(v, REVERSE)
     else:
         out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
     return out
+
+
+@triton.jit
+def {TILE}(v, REVERSE: tl.constexpr):
+    """A 16-bit [R, C] tile's fp32 scan along axis 1: one product by a C x C triangle where
+    R >= 16 (tl.dot's smallest) and 16 <= C <= 128 (a wider triangle outgrows shared memory),
+    else by blocks of B lanes (64, or 16 for a tile under 1024 elements) where the blocks make
+    16 rows or more; tl.cumsum where neither fits."""
+    if v.shape[0] >= 16 and (v.shape[1] >= 16 and v.shape[1] <= 128):
+        k = tl.arange(0, v.shape[1])
+        if REVERSE:
+            ones = k[:, None] >= k[None, :]
+        else:
+            ones = k[:, None] <= k[None, :]
+        out = tl.dot(v, ones.to(v.dtype))
+    elif v.shape[1] >= 64 and v.shape[0] * v.shape[1] >= 1024:
+        out = {BLOCKS}(v, 64, REVERSE)
+    elif v.shape[1] >= 16 and v.shape[0] * v.shape[1] >= 256:
+        out = {BLOCKS}(v, 16, REVERSE)
+    else:
+        out = tl.cumsum(v.to(tl.float32), axis=1, reverse=REVERSE)
+    return out
+
+
+@triton.jit
+def {BLOCKS}(v, B: tl.constexpr, REVERSE: tl.constexpr):
+    """The tile's rows cut into blocks of B lanes, each block scanned by a product by a B x B
+    triangle, then the exclusive scan of the blocks' totals along each row added to them (the
+    two-level scan of chunked linear-attention kernels)."""
+    k = tl.arange(0, B)
+    if REVERSE:
+        ones = k[:, None] >= k[None, :]
+    else:
+        ones = k[:, None] <= k[None, :]
+    blocks = tl.reshape(v, (v.shape[0] * v.shape[1] // B, B))
+    within = tl.reshape(tl.dot(blocks, ones.to(v.dtype)), (v.shape[0], v.shape[1] // B, B))
+    totals = tl.sum(tl.reshape(v.to(tl.float32), (v.shape[0], v.shape[1] // B, B)), axis=2)
+    others = tl.cumsum(totals, axis=1, reverse=REVERSE) - totals
+    return tl.reshape(within + others[:, :, None], (v.shape[0], v.shape[1]))
 '''
 
 
@@ -188,7 +213,7 @@ def analyse(source: str) -> tuple[cst.Module, list[Found | tuple[str, str]]]:
     lines = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     out: list[Found | tuple[str, str]] = []
     for stmt in module.body:
-        if not isinstance(stmt, cst.FunctionDef) or stmt.name.value == HELPER:
+        if not isinstance(stmt, cst.FunctionDef) or stmt.name.value in (HELPER, TILE, BLOCKS):
             continue
         if not any(is_triton_jit(d) for d in stmt.decorators):
             continue
@@ -259,19 +284,18 @@ def rewrite(module: cst.Module, found: Found) -> str:
     out = module.visit(T())
     if any(isinstance(s, cst.FunctionDef) and s.name.value == HELPER for s in out.body):
         return out.code
-    helper = cst.parse_module(HELPER_SOURCE).body[0]
+    helpers = list(cst.parse_module(HELPER_SOURCE).body)
     at = next(
         i
         for i, s in enumerate(out.body)
         if isinstance(s, cst.FunctionDef) and any(is_triton_jit(d) for d in s.decorators)
     )
     first = out.body[at]
-    # the helper goes between the kernel's own leading lines (comments) and what came before
-    helper = helper.with_changes(leading_lines=first.leading_lines)
-    first = first.with_changes(
-        leading_lines=[cst.EmptyLine(), cst.EmptyLine()]
-    )  # two blank lines between top-level definitions
-    return out.with_changes(body=[*out.body[:at], helper, first, *out.body[at + 1 :]]).code
+    # the helpers go between the kernel's own leading lines (comments) and what came before,
+    # two blank lines between top-level definitions
+    helpers[0] = helpers[0].with_changes(leading_lines=first.leading_lines)
+    first = first.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    return out.with_changes(body=[*out.body[:at], *helpers, first, *out.body[at + 1 :]]).code
 
 
 @register
