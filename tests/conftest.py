@@ -39,6 +39,20 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     _GATED[:] = [tmp_path_factory.mktemp("gated")]
 
 
+def apply_at_every_site(pass_name: str, source: str) -> str:
+    """`source` with the pass applied at each forward site it finds there, in order, each
+    application asserted."""
+    from klineage.rewrite import all_passes
+
+    p = all_passes()[pass_name]
+    out = source
+    for site in p.forward_sites(source):
+        r = p.apply(out, site)
+        assert r.applied and r.source, r.reason
+        out = r.source
+    return out
+
+
 def in_gated_folder(source: str, name: str) -> Path:
     """`source` written as `name` in this test session's one folder for gated candidates.
 

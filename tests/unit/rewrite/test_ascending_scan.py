@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from klineage.rewrite import all_passes
+from tests.conftest import apply_at_every_site
 
 PASS = all_passes()["ascending_scan"]
 HELDOUT = Path(__file__).resolve().parents[3] / "src" / "klineage" / "heldout"
@@ -30,12 +31,7 @@ def suffix(x_ptr, y_ptr, n, STEP: tl.constexpr):
 
 
 def _apply(source: str) -> str:
-    out = source
-    for site in PASS.forward_sites(source):
-        r = PASS.apply(out, site)
-        assert r.applied and r.source, r.reason
-        out = r.source
-    return out
+    return apply_at_every_site("ascending_scan", source)
 
 
 def test_a_suffix_walk_loads_ascending_and_scans_in_reverse() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from klineage.rewrite import all_passes
 from klineage.rewrite.passes.scan_dot import BLOCKS, HELPER, TILE
+from tests.conftest import apply_at_every_site
 
 PASS = all_passes()["scan_dot"]
 
@@ -28,12 +29,7 @@ def prefix(x_ptr, y_ptr, n, ROWS: tl.constexpr, STEP: tl.constexpr):
 
 
 def _apply(source: str) -> str:
-    out = source
-    for site in PASS.forward_sites(source):
-        r = PASS.apply(out, site)
-        assert r.applied and r.source, r.reason
-        out = r.source
-    return out
+    return apply_at_every_site("scan_dot", source)
 
 
 def test_a_widened_tile_keeps_its_dtype_beside_and_scans_through_the_helper() -> None:
@@ -91,3 +87,19 @@ def test_scans_it_leaves_alone_say_why() -> None:
     assert any("assigned 2 times" in r for r in PASS.why_not(twice))
     variable_axis = ROWS.replace("tl.cumsum(v, axis=1)", "tl.cumsum(v, axis=AX)")
     assert any("axis is not a literal" in r for r in PASS.why_not(variable_axis))
+
+
+def test_a_second_scan_of_the_same_values_takes_the_load_kept_beside_them() -> None:
+    source = ROWS.replace(
+        "        carried += tl.sum(v, axis=1, keep_dims=True)",
+        "        carried += tl.sum(v, axis=1, keep_dims=True)\n"
+        "        tl.store(y_ptr + at, tl.cumsum(v, axis=1, reverse=True), mask=at < n)",
+    )
+    out = source
+    for _ in range(2):  # one site at a time: the second appears once the first split the line
+        sites = PASS.forward_sites(out)
+        assert sites, PASS.why_not(out)
+        out = PASS.apply(out, sites[0]).source or ""
+    assert f"carried + {HELPER}(v_in, 1, False)" in out
+    assert f"tl.store(y_ptr + at, {HELPER}(v_in, 1, True)" in out
+    assert out.count("v_in = tl.load(") == 1 and PASS.forward_sites(out) == []

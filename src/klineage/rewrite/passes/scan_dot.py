@@ -105,22 +105,44 @@ class Found:
     scan: cst.Call
     axis: int
     reverse: bool
-    load: cst.Call  # the tl.load whose widened values are scanned
+    load: cst.Call | None  # the tl.load whose widened values are scanned
     assign: cst.Assign | None  # `A = tl.load(...).to(tl.float32)`, when A is a name
+    raw: str = ""  # the name of the load itself, where A is `raw.to(tl.float32)`
 
 
-def _widened_load(node: cst.BaseExpression) -> cst.Call | None:
-    """The tl.load of `tl.load(...).to(tl.float32)`, else None."""
+def _widened(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """X of `X.to(tl.float32)`, else None."""
     if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
         return None
     if node.func.attr.value != "to" or len(node.args) != 1 or node.args[0].keyword is not None:
         return None
     if dotted(node.args[0].value) not in ("tl.float32", "triton.language.float32"):
         return None
-    inner = node.func.value
+    return node.func.value
+
+
+def _widened_load(node: cst.BaseExpression) -> cst.Call | None:
+    """The tl.load of `tl.load(...).to(tl.float32)`, else None."""
+    inner = _widened(node)
     if isinstance(inner, cst.Call) and dotted(inner.func).split(".")[-1] == "load":
         return inner
     return None
+
+
+def _widened_name(node: cst.BaseExpression) -> str:
+    """N of `N.to(tl.float32)`, else ""."""
+    inner = _widened(node)
+    return inner.value if isinstance(inner, cst.Name) else ""
+
+
+def _loaded_once(name: str, assigns: dict[str, list[cst.CSTNode]]) -> bool:
+    where = assigns.get(name, [])
+    return (
+        len(where) == 1
+        and isinstance(where[0], cst.Assign)
+        and isinstance(where[0].value, cst.Call)
+        and dotted(where[0].value.func).split(".")[-1] == "load"
+    )
 
 
 def _literal(call: cst.Call, keyword: str, position: int, default: Any) -> Any:
@@ -198,6 +220,11 @@ def _site(fn: cst.FunctionDef, scan: cst.Call, assigns: dict[str, list[cst.CSTNo
         if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
             raise NoSite(f"{_code(assign)}: not one name assigned")
         load = _widened_load(assign.value)
+        raw = _widened_name(assign.value)
+        if load is None and raw and _loaded_once(raw, assigns):
+            # `A = raw.to(tl.float32)`, raw loaded once: a second scan of A after a first
+            # rewrite split its line, or code written that way
+            return Found(fn.name.value, 0, scan, axis, reverse, None, None, raw)
     if load is None:
         raise NoSite(
             f"{_code(scan)}: the scanned values are not a load widened to fp32 "
@@ -255,12 +282,16 @@ def rewrite(module: cst.Module, found: Found) -> str:
     """The scan through the helper, the load's own dtype kept in a name beside the widened
     values, and the helper added before the first kernel (once)."""
     call_args = f"{found.axis}, {found.reverse}"
-    if found.assign is not None:
+    widened: cst.BaseExpression | None = None
+    if found.raw:
+        raw, scan_text = found.raw, f"{HELPER}({found.raw}, {call_args})"
+    elif found.assign is not None:
         widened = found.assign.targets[0].target
         assert isinstance(widened, cst.Name)
         raw = _fresh(module, widened.value)
         scan_text = f"{HELPER}({raw}, {call_args})"
     else:
+        assert found.load is not None
         raw, scan_text = "", f"{HELPER}({_code(found.load)}, {call_args})"
     new_scan = cst.parse_expression(scan_text)
 
@@ -274,6 +305,7 @@ def rewrite(module: cst.Module, found: Found) -> str:
             if found.assign is None or found.assign not in original.body:
                 return updated
             assert isinstance(widened, cst.Name)
+            assert found.load is not None
             load = cst.parse_statement(f"{raw} = {_code(found.load)}")
             assert isinstance(load, cst.SimpleStatementLine)
             first = updated.with_changes(body=load.body)
@@ -303,8 +335,9 @@ class ScanDot(ForwardOnly):
     NAME = "scan_dot"
     DESCRIPTION = (
         "Scan a 16-bit tile (tl.cumsum of a load widened to fp32) as a product by a triangle "
-        "of ones on the tensor cores (exact products, fp32 sums), where the tile is at least "
-        "16 x 16 or a 1-D chunk of 1024 lanes; tl.cumsum elsewhere."
+        "of ones on the tensor cores (exact products, fp32 sums): one product for 16 rows or "
+        "more of 16-128 lanes, blocks of 64 or 16 lanes and their totals for other tiles and "
+        "1-D chunks of 256 elements or more; tl.cumsum elsewhere (fp32, small tiles)."
     )
     CATEGORY = "compute"
     ANCHOR = "tl.cumsum over a loaded tile widened to fp32"
