@@ -5,7 +5,7 @@ kernels written for the purpose, and the scans it must leave alone, each with it
 from __future__ import annotations
 
 from klineage.rewrite import all_passes
-from klineage.rewrite.passes.scan_dot import BLOCKS, HELPER, TILE
+from klineage.rewrite.passes.scan_dot import HELPER, HELPERS
 from tests.conftest import apply_at_every_site
 
 PASS = all_passes()["scan_dot"]
@@ -57,7 +57,7 @@ def test_a_reversed_inline_scan_and_a_second_kernel_share_one_helper() -> None:
     )
     out = _apply(source)
     assert f"{HELPER}(tl.load(x_ptr + rows * n + at), 1, True)" in out
-    assert all(out.count(f"def {name}(") == 1 for name in (HELPER, TILE, BLOCKS))
+    assert all(out.count(f"def {name}(") == 1 for name in HELPERS)
     assert f"{HELPER}(v_in, 1, False)" in out  # prefix2's named load
     compile(out, "scan_dot.py", "exec")
 

@@ -34,21 +34,38 @@ from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
 HELPER = "_scan_by_dot"
+SIXTEEN = "_scan_16bit_by_dot"
 TILE = "_scan_tile_by_dot"
 BLOCKS = "_scan_blocks_by_dot"
+HELPERS = (HELPER, SIXTEEN, TILE, BLOCKS)
 HELPER_SOURCE = f'''
 @triton.jit
 def {HELPER}(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
     """scan_dot (klineage): tl.cumsum(v.to(tl.float32), AXIS, reverse=REVERSE), by tl.dot with
     a triangle of ones where v is an fp16 / bf16 row or tile scanned along its last axis and
-    {TILE} takes it; tl.cumsum elsewhere (fp32 would round to tf32)."""
-    if (v.dtype == tl.float16 or v.dtype == tl.bfloat16) and (
-        len(v.shape) <= 2 and AXIS == len(v.shape) - 1
-    ):
-        if len(v.shape) == 1:
+    {TILE} takes it; tl.cumsum elsewhere (fp32 would round to tf32). Every test is one
+    comparison of compile-time values: an older code generator (triton-lang/triton 0072ae0)
+    applies `and` by a method a Python bool lacks, and compares a Python int to a constexpr
+    one way only."""
+    if v.dtype == tl.float16:
+        out = {SIXTEEN}(v, AXIS, REVERSE)
+    elif v.dtype == tl.bfloat16:
+        out = {SIXTEEN}(v, AXIS, REVERSE)
+    else:
+        out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+    return out
+
+
+@triton.jit
+def {SIXTEEN}(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
+    """A 16-bit v: a 1-D chunk as a tile of one row, a 2-D tile along axis 1 as it is."""
+    if AXIS == 0:
+        if tl.constexpr(len(v.shape)) == 1:
             out = tl.reshape({TILE}(tl.reshape(v, (1, v.shape[0])), REVERSE), (v.shape[0],))
         else:
-            out = {TILE}(v, REVERSE)
+            out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+    elif tl.constexpr(len(v.shape)) == 2:
+        out = {TILE}(v, REVERSE)
     else:
         out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
     return out
@@ -240,7 +257,7 @@ def analyse(source: str) -> tuple[cst.Module, list[Found | tuple[str, str]]]:
     lines = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     out: list[Found | tuple[str, str]] = []
     for stmt in module.body:
-        if not isinstance(stmt, cst.FunctionDef) or stmt.name.value in (HELPER, TILE, BLOCKS):
+        if not isinstance(stmt, cst.FunctionDef) or stmt.name.value in HELPERS:
             continue
         if not any(is_triton_jit(d) for d in stmt.decorators):
             continue
