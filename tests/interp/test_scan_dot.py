@@ -130,3 +130,17 @@ def test_the_reverse_cumsum_at_16_rows_a_program_is_accepted(tmp_path: Path) -> 
     wrong = tmp_path / "wrong.py"
     wrong.write_text(source.replace(f"{HELPER}(v_in, 1, True)", f"{HELPER}(v_in, 1, False)"))
     assert not run_gate(PROBLEM / "problem.py", wrong, device="cpu", regimes=["fp16"]).accepted
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in matmul:RuntimeWarning")
+def test_an_inf_spreads_nan_where_the_product_is_taken(kernels: dict) -> None:
+    """The limit the pass documents: inf * 0 is NaN, so a prefix sum by the product makes NaN
+    of the lanes before an inf, which tl.cumsum leaves finite (the gate draws finite inputs)."""
+    x = torch.ones(16, 64).to(torch.float16)
+    x[3, 40] = float("inf")
+    y = torch.empty(16, 64, dtype=torch.float32)
+    kernels["tile"][(1,)](x, y, R=16, C=64, REVERSE=False)
+    expected = _expected(x, False)
+    assert torch.isfinite(expected[3, :40]).all()
+    assert torch.isnan(y[3, :40]).all()
+    torch.testing.assert_close(y[4:], expected[4:])  # rows without an inf are untouched

@@ -19,7 +19,11 @@ keeps the tensor's own dtype beside the widened values and calls a helper,
 (an fp16 or bf16 tile or row scanned along its last axis, of at least 256 elements and 16
 lanes), decided at compile time from the tile's dtype and shape, and is tl.cumsum of the widened
 values everywhere else (an fp32 tensor, whose product would round to tf32; a tile of 2 x 64).
-So the rewrite is sound on every input; whether it pays is the gate's to say.
+So the rewrite keeps every finite input's result (up to the order of fp32 additions); whether it
+pays is the gate's to say. Not a non-finite one: a product by 0 of an inf is NaN, so an inf at
+lane k makes NaN of the lanes a scan would have left finite (before k in a prefix sum, after it
+in a suffix sum), where tl.cumsum gives finite values there. The gate draws finite inputs and
+cannot see this; the rewrite is for data known finite (the skill's condition to learn).
 """
 
 from __future__ import annotations
