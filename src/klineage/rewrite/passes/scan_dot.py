@@ -33,7 +33,16 @@ from typing import Any
 
 import libcst as cst
 
-from klineage.rewrite.base import ForwardOnly, RewriteResult, Site, dotted, is_triton_jit, parse
+from klineage.rewrite.base import (
+    ForwardOnly,
+    RewriteResult,
+    Site,
+    dotted,
+    is_triton_jit,
+    names_under,
+    parse,
+    positions,
+)
 from klineage.rewrite.base import code_of as _code
 from klineage.rewrite.registry import register
 
@@ -255,10 +264,8 @@ def _site(fn: cst.FunctionDef, scan: cst.Call, assigns: dict[str, list[cst.CSTNo
 
 
 def analyse(source: str) -> tuple[cst.Module, list[Found | tuple[str, str]]]:
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
     module = parse(source)
-    lines = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    _, lines = positions(module)
     out: list[Found | tuple[str, str]] = []
     for stmt in module.body:
         if not isinstance(stmt, cst.FunctionDef) or stmt.name.value in HELPERS:
@@ -281,22 +288,11 @@ def analyse(source: str) -> tuple[cst.Module, list[Found | tuple[str, str]]]:
 
 
 def _fresh(module: cst.Module, base: str) -> str:
-    taken = {n.value for n in _all_names(module)}
+    taken = set(names_under(module))
     name, i = f"{base}_in", 2
     while name in taken:
         name, i = f"{base}_in{i}", i + 1
     return name
-
-
-def _all_names(module: cst.Module) -> list[cst.Name]:
-    out: list[cst.Name] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            out.append(node)
-
-    module.visit(V())
-    return out
 
 
 def rewrite(module: cst.Module, found: Found) -> str:
