@@ -1,5 +1,5 @@
 """scan_dot's helpers scan by tl.dot in the interpreter as tl.cumsum does (fp16 tiles by one
-product or by blocks, 1-D chunks by blocks, both directions; fp32 and tiles under 256 elements
+product or by blocks, 1-D chunks by blocks, both directions; fp32 and tiles under 1024 elements
 through tl.cumsum), and its rewrite of the reverse cumsum at 16 rows a program passes the real
 gate, whose fp16 regime takes the product. bf16 is not checked here: the interpreter computes it
 wrongly (../shared/TRITON_CPU.md); the GPU gate checks it. The kernels run in one child with
@@ -92,12 +92,14 @@ print(json.dumps(out))
 
 TILES = [  # shape, dtype, takes the product
     ((16, 64), "float16", True),  # one product by a 64 x 64 triangle
-    ((4, 64), "float16", True),  # blocks of 16 lanes: a [16, 16] product, then the blocks' totals
+    ((4, 64), "float16", False),  # 256 elements: tl.cumsum (blocks of 16 lanes lost, H100)
+    ((16, 128), "float16", True),  # one product by a 128 x 128 triangle
+    ((8, 128), "float16", True),  # 1024 elements: blocks of 64 lanes
     ((16, 256), "float16", True),  # blocks of 64 lanes (a 256 x 256 triangle is too large)
     ((2, 64), "float16", False),  # 128 elements: tl.cumsum
     ((16, 64), "float32", False),  # fp32: tl.cumsum
     ((1024,), "float16", True),  # a chunk: a tile of one row, by blocks of 64
-    ((256,), "float16", True),  # by blocks of 16
+    ((256,), "float16", False),  # under 1024 elements: tl.cumsum
     ((128,), "float16", False),
     ((1024,), "float32", False),
 ]

@@ -6,18 +6,22 @@ axis=1)` is `v @ L` with L[k, j] = 1 where k <= j (k >= j for `reverse=True`). P
 precision (its additions in another order). tl.cumsum runs a log-depth shuffle network per
 lane group; the product moves that work to the tensor cores, which a memory-bound scan leaves
 idle. Where the tile has fewer than 16 rows (tl.dot's smallest) or more than 128 lanes (a
-wider triangle outgrows shared memory), its rows are cut into blocks of B lanes (64, or 16 under
-1024 elements), each block scanned by a B x B product, and the exclusive scan of the blocks'
-totals added along each row (the two-level scan of chunked linear-attention kernels, where
-cumulative sums are written this way); a 1-D chunk is a tile of one row.
+wider triangle outgrows shared memory) and holds 1024 elements or more, its rows are cut into
+blocks of 64 lanes, each block scanned by a 64 x 64 product, and the exclusive scan of the
+blocks' totals added along each row (the two-level scan of chunked linear-attention kernels,
+where cumulative sums are written this way); a 1-D chunk is a tile of one row. Smaller tiles
+keep tl.cumsum: on an H100 (2026-12-07) blocks of 16 lanes on the reverse cumsum's 4 x 64 tile
+ran 0.82x of it, while split_scan's 4096-element chunk by blocks of 64 ran 1.08x, and the
+product pays most on a [64, 64] tile (a hand-written kernel at 64 rows a program, 8 warps:
+1.81x the 4-row tl.cumsum kernel, docs/benchmarks.md).
 
 Forward only. A site is a `tl.cumsum(A, axis=0 or 1[, reverse=...])` in a kernel, literal axis
 and direction, where A is `tl.load(...).to(tl.float32)` (inline, or a name assigned only that
 once in the kernel): the scanned values are exactly a tensor's elements widened. The rewrite
 keeps the tensor's own dtype beside the widened values and calls a helper,
 `_scan_by_dot(raw, AXIS, REVERSE)`, that takes the product only where it is exact and legal
-(an fp16 or bf16 tile or row scanned along its last axis, of at least 256 elements and 16
-lanes), decided at compile time from the tile's dtype and shape, and is tl.cumsum of the widened
+(an fp16 or bf16 tile of 16 rows and 16 to 128 lanes, or of at least 1024 elements and 64
+lanes, scanned along its last axis), decided at compile time from the tile's dtype and shape, and is tl.cumsum of the widened
 values everywhere else (an fp32 tensor, whose product would round to tf32; a tile of 2 x 64).
 So the rewrite keeps every finite input's result (up to the order of fp32 additions); whether it
 pays is the gate's to say. Not a non-finite one: a product by 0 of an inf is NaN, so an inf at
@@ -88,8 +92,9 @@ def {SIXTEEN}(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
 def {TILE}(v, REVERSE: tl.constexpr):
     """A 16-bit [R, C] tile's fp32 scan along axis 1: one product by a C x C triangle where
     R >= 16 (tl.dot's smallest) and 16 <= C <= 128 (a wider triangle outgrows shared memory),
-    else by blocks of B lanes (64, or 16 for a tile under 1024 elements) where the blocks make
-    16 rows or more; tl.cumsum where neither fits."""
+    else by blocks of 64 lanes where the tile holds 1024 elements or more (16 blocks, a product's
+    smallest); tl.cumsum where neither fits (blocks of 16 lanes on a 4 x 64 tile ran 0.82x of
+    tl.cumsum on an H100, 2026-12-07)."""
     if v.shape[0] >= 16 and (v.shape[1] >= 16 and v.shape[1] <= 128):
         k = tl.arange(0, v.shape[1])
         if REVERSE:
@@ -99,8 +104,6 @@ def {TILE}(v, REVERSE: tl.constexpr):
         out = tl.dot(v, ones.to(v.dtype))
     elif v.shape[1] >= 64 and v.shape[0] * v.shape[1] >= 1024:
         out = {BLOCKS}(v, 64, REVERSE)
-    elif v.shape[1] >= 16 and v.shape[0] * v.shape[1] >= 256:
-        out = {BLOCKS}(v, 16, REVERSE)
     else:
         out = tl.cumsum(v.to(tl.float32), axis=1, reverse=REVERSE)
     return out
@@ -353,8 +356,8 @@ class ScanDot(ForwardOnly):
     DESCRIPTION = (
         "Scan a 16-bit tile (tl.cumsum of a load widened to fp32) as a product by a triangle "
         "of ones on the tensor cores (exact products, fp32 sums): one product for 16 rows or "
-        "more of 16-128 lanes, blocks of 64 or 16 lanes and their totals for other tiles and "
-        "1-D chunks of 256 elements or more; tl.cumsum elsewhere (fp32, small tiles)."
+        "more of 16-128 lanes, blocks of 64 lanes and their totals for other tiles and 1-D "
+        "chunks of 1024 elements or more; tl.cumsum elsewhere (fp32, small tiles)."
     )
     CATEGORY = "compute"
     ANCHOR = "tl.cumsum over a loaded tile widened to fp32"
