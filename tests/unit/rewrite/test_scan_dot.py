@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from klineage.rewrite import all_passes
 from klineage.rewrite.passes.scan_dot import HELPER, HELPERS
-from tests.conftest import apply_at_every_site
+from tests.conftest import ROOT, apply_at_every_site
 
 PASS = all_passes()["scan_dot"]
 
@@ -103,3 +103,40 @@ def test_a_second_scan_of_the_same_values_takes_the_load_kept_beside_them() -> N
     assert f"carried + {HELPER}(v_in, 1, False)" in out
     assert f"tl.store(y_ptr + at, {HELPER}(v_in, 1, True)" in out
     assert out.count("v_in = tl.load(") == 1 and PASS.forward_sites(out) == []
+
+
+CUMSUM_EXPERT = ROOT / "src" / "klineage" / "kernels" / "cumsum" / "expert.py"
+
+
+def test_backward_on_the_cumsum_expert_is_tl_cumsum_and_forward_restores_it() -> None:
+    """The cumsum expert scans its 16-bit tiles by the helper (Optimization 8): the backward
+    step is the tl.cumsum of the widened values, the helpers go with their last call, and the
+    forward rewrite of that kernel is the expert again, character for character."""
+    expert = CUMSUM_EXPERT.read_text(encoding="utf-8")
+    (site,) = PASS.backward_sites(expert)
+    assert site.function == "_cumsum_tile_kernel"
+    simpler = PASS.simplify(expert, site)
+    assert simpler.applied, simpler.reason
+    assert "y = tl.cumsum(x.to(tl.float32), axis=1)\n" in simpler.source
+    assert not any(f"def {h}(" in simpler.source for h in HELPERS)
+    assert PASS.backward_sites(simpler.source) == []
+    (back,) = PASS.forward_sites(simpler.source)
+    assert PASS.apply(simpler.source, back).source == expert
+
+
+def test_backward_keeps_the_helpers_while_another_kernel_calls_them() -> None:
+    two = _apply(
+        ROWS
+        + ROWS.replace("def prefix(", "def prefix2(").split("import triton.language as tl\n")[1]
+    )
+    sites = PASS.backward_sites(two)
+    assert [s.function for s in sites] == ["prefix", "prefix2"]
+    first = PASS.simplify(two, sites[0]).source
+    assert f"def {HELPER}(" in first and first.count(f"{HELPER}(v_in") == 1
+    last = PASS.simplify(first, PASS.backward_sites(first)[0]).source
+    assert not any(f"def {h}(" in last for h in HELPERS)
+    assert "tl.cumsum(v_in.to(tl.float32), axis=1)" in last
+    assert "tl.cumsum(v_in2.to(tl.float32), axis=1)" in last  # the second kernel's fresh name
+    # an odd call (not values, AXIS, REVERSE) is no site: said, not rewritten
+    odd = two.replace(f"{HELPER}(v_in, 1, False)", f"{HELPER}(v_in, AXIS=1, REVERSE=False)", 1)
+    assert [s.function for s in PASS.backward_sites(odd)] == ["prefix2"]

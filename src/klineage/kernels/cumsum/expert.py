@@ -15,6 +15,9 @@ Three shapes, picked by the launcher from N and M:
     x is read twice (1.5x the floor's bytes), which pays when the alternative leaves most
     SMs idle.
 
+A 16-bit one-tile row scan is a product by a triangle of ones (Optimization 8: `_scan_by_dot`
+and its helpers, the code klineage's scan_dot pass writes, so the walk removes it as one step).
+
 Floor (H200, read once + write once at ~4.25 TB/s): 8192 x 8192 bf16 = 268 MB, ~63 us.
 Not yet measured there: benchmarks/corpus.py --workloads cumsum.
 """
@@ -68,6 +71,78 @@ def _num_warps(block_elems):
 
 
 @triton.jit
+def _scan_by_dot(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
+    """scan_dot (klineage): tl.cumsum(v.to(tl.float32), AXIS, reverse=REVERSE), by tl.dot with
+    a triangle of ones where v is an fp16 / bf16 row or tile scanned along its last axis and
+    _scan_tile_by_dot takes it; tl.cumsum elsewhere (fp32 would round to tf32). Every test is one
+    comparison of compile-time values: an older code generator (triton-lang/triton 0072ae0)
+    applies `and` by a method a Python bool lacks, and compares a Python int to a constexpr
+    one way only."""
+    if v.dtype == tl.float16:
+        out = _scan_16bit_by_dot(v, AXIS, REVERSE)
+    elif v.dtype == tl.bfloat16:
+        out = _scan_16bit_by_dot(v, AXIS, REVERSE)
+    else:
+        out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+    return out
+
+
+@triton.jit
+def _scan_16bit_by_dot(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
+    """A 16-bit v: a 1-D chunk as a tile of one row, a 2-D tile along axis 1 as it is."""
+    if AXIS == 0:
+        if tl.constexpr(len(v.shape)) == 1:
+            out = tl.reshape(
+                _scan_tile_by_dot(tl.reshape(v, (1, v.shape[0])), REVERSE), (v.shape[0],)
+            )
+        else:
+            out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+    elif tl.constexpr(len(v.shape)) == 2:
+        out = _scan_tile_by_dot(v, REVERSE)
+    else:
+        out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
+    return out
+
+
+@triton.jit
+def _scan_tile_by_dot(v, REVERSE: tl.constexpr):
+    """A 16-bit [R, C] tile's fp32 scan along axis 1: one product by a C x C triangle where
+    R >= 16 (tl.dot's smallest) and 16 <= C <= 128 (a wider triangle outgrows shared memory),
+    else by blocks of 64 lanes where the tile holds 1024 elements or more (16 blocks, a product's
+    smallest); tl.cumsum where neither fits (blocks of 16 lanes on a 4 x 64 tile ran 0.82x of
+    tl.cumsum on an H100, 2026-12-07)."""
+    if v.shape[0] >= 16 and (v.shape[1] >= 16 and v.shape[1] <= 128):
+        k = tl.arange(0, v.shape[1])
+        if REVERSE:
+            ones = k[:, None] >= k[None, :]
+        else:
+            ones = k[:, None] <= k[None, :]
+        out = tl.dot(v, ones.to(v.dtype))
+    elif v.shape[1] >= 64 and v.shape[0] * v.shape[1] >= 1024:
+        out = _scan_blocks_by_dot(v, 64, REVERSE)
+    else:
+        out = tl.cumsum(v.to(tl.float32), axis=1, reverse=REVERSE)
+    return out
+
+
+@triton.jit
+def _scan_blocks_by_dot(v, B: tl.constexpr, REVERSE: tl.constexpr):
+    """The tile's rows cut into blocks of B lanes, each block scanned by a product by a B x B
+    triangle, then the exclusive scan of the blocks' totals along each row added to them (the
+    two-level scan of chunked linear-attention kernels)."""
+    k = tl.arange(0, B)
+    if REVERSE:
+        ones = k[:, None] >= k[None, :]
+    else:
+        ones = k[:, None] <= k[None, :]
+    blocks = tl.reshape(v, (v.shape[0] * v.shape[1] // B, B))
+    within = tl.reshape(tl.dot(blocks, ones.to(v.dtype)), (v.shape[0], v.shape[1] // B, B))
+    totals = tl.sum(tl.reshape(v.to(tl.float32), (v.shape[0], v.shape[1] // B, B)), axis=2)
+    others = tl.cumsum(totals, axis=1, reverse=REVERSE) - totals
+    return tl.reshape(within + others[:, :, None], (v.shape[0], v.shape[1]))
+
+
+@triton.jit
 def _cumsum_tile_kernel(
     X,
     Y,
@@ -94,7 +169,12 @@ def _cumsum_tile_kernel(
     )
     # Optimization 1: one scan in registers, fp32 whatever the input (a bf16 running sum keeps
     # 3 significant digits), rounded once on the store.
-    y = tl.cumsum(x.to(tl.float32), axis=1)
+    # Optimization 8 (compute): a 16-bit tile's scan as one product by a triangle of ones on the
+    # tensor cores (exact products, fp32 sums; _scan_by_dot, as klineage's scan_dot writes it):
+    # tl.cumsum's shuffles bound a short-row scan, and 64 rows of 64 columns is the product's
+    # tile (on an H100, 2026-12-07, a [64, 64]-tile suffix scan ran 1.81x the 4-row tl.cumsum
+    # kernel on 524288 x 160 fp16). fp32 tiles take tl.cumsum (a product would round to tf32).
+    y = _scan_by_dot(x, 1, False)
     tl.store(Y + rows64[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 

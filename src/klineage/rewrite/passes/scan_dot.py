@@ -38,7 +38,7 @@ from typing import Any
 import libcst as cst
 
 from klineage.rewrite.base import (
-    ForwardOnly,
+    RewritePass,
     RewriteResult,
     Site,
     dotted,
@@ -48,6 +48,7 @@ from klineage.rewrite.base import (
     positions,
 )
 from klineage.rewrite.base import code_of as _code
+from klineage.rewrite.passes import scan_dot_undo
 from klineage.rewrite.registry import register
 
 HELPER = "_scan_by_dot"
@@ -78,7 +79,9 @@ def {SIXTEEN}(v, AXIS: tl.constexpr, REVERSE: tl.constexpr):
     """A 16-bit v: a 1-D chunk as a tile of one row, a 2-D tile along axis 1 as it is."""
     if AXIS == 0:
         if tl.constexpr(len(v.shape)) == 1:
-            out = tl.reshape({TILE}(tl.reshape(v, (1, v.shape[0])), REVERSE), (v.shape[0],))
+            out = tl.reshape(
+                {TILE}(tl.reshape(v, (1, v.shape[0])), REVERSE), (v.shape[0],)
+            )
         else:
             out = tl.cumsum(v.to(tl.float32), axis=AXIS, reverse=REVERSE)
     elif tl.constexpr(len(v.shape)) == 2:
@@ -245,6 +248,10 @@ def _site(fn: cst.FunctionDef, scan: cst.Call, assigns: dict[str, list[cst.CSTNo
     arg = scan.args[0].value
     load = _widened_load(arg)
     assign = None
+    inline = _widened_name(arg)
+    if load is None and inline and _loaded_once(inline, assigns):
+        # `tl.cumsum(raw.to(tl.float32))`, raw loaded once (what the backward step writes)
+        return Found(fn.name.value, 0, scan, axis, reverse, None, None, inline)
     if load is None and isinstance(arg, cst.Name):
         where = assigns.get(arg.value, [])
         if len(where) != 1 or not isinstance(where[0], cst.Assign):
@@ -351,7 +358,7 @@ def rewrite(module: cst.Module, found: Found) -> str:
 
 
 @register
-class ScanDot(ForwardOnly):
+class ScanDot(RewritePass):
     NAME = "scan_dot"
     DESCRIPTION = (
         "Scan a 16-bit tile (tl.cumsum of a load widened to fp32) as a product by a triangle "
@@ -362,7 +369,44 @@ class ScanDot(ForwardOnly):
     CATEGORY = "compute"
     ANCHOR = "tl.cumsum over a loaded tile widened to fp32"
     IN_PROGRAM = True
-    NO_BACKWARD = "no corpus expert scans by tl.dot yet"
+
+    def backward_sites(self, source: str) -> list[Site]:
+        def run() -> list[Site]:
+            found = scan_dot_undo.calls(source, HELPER, HELPERS)
+            return [
+                self.site(
+                    "backward",
+                    i,
+                    c.line,
+                    c.kernel,
+                    f"{c.kernel}: {_code(c.node)}",
+                    kernel=c.kernel,
+                    line=c.line,
+                )
+                for i, c in enumerate(x for x in found if isinstance(x, scan_dot_undo.Call))
+            ]
+
+        return self.safe_sites(run)
+
+    def simplify(self, source: str, site: Site) -> RewriteResult:
+        def run() -> RewriteResult:
+            found = scan_dot_undo.calls(source, HELPER, HELPERS)
+            mine = [
+                c
+                for c in found
+                if isinstance(c, scan_dot_undo.Call) and c.kernel == site.params.get("kernel")
+            ]
+            at = [c for c in mine if c.line == site.params.get("line")] or mine
+            if not at:
+                return RewriteResult.skip(f"no {HELPER} call in {site.params.get('kernel')}", site)
+            return RewriteResult(
+                True,
+                f"{at[0].kernel}: {HELPER} back to tl.cumsum of the widened values",
+                scan_dot_undo.undo(source, at[0], HELPER, HELPERS),
+                site,
+            )
+
+        return self.safe(run)
 
     def forward_sites(self, source: str) -> list[Site]:
         def run() -> list[Site]:
