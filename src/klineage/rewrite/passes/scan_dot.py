@@ -145,6 +145,10 @@ class Found:
     assign: cst.Assign | None  # `A = tl.load(...).to(tl.float32)`, when A is a name
     raw: str = ""  # the name of the load itself, where A is `raw.to(tl.float32)`
 
+    @property
+    def node(self) -> cst.Call:
+        return self.scan
+
 
 def _widened(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """X of `X.to(tl.float32)`, else None."""
@@ -277,11 +281,7 @@ def analyse(source: str) -> tuple[cst.Module, list[Found | tuple[str, str]]]:
     module = parse(source)
     _, lines = positions(module)
     out: list[Found | tuple[str, str]] = []
-    for stmt in module.body:
-        if not isinstance(stmt, cst.FunctionDef) or stmt.name.value in HELPERS:
-            continue
-        if not any(is_triton_jit(d) for d in stmt.decorators):
-            continue
+    for stmt in scan_dot_undo.kernels(module, HELPERS):
         scans = _scans(stmt)
         if not scans:
             out.append((stmt.name.value, "no tl.cumsum"))
@@ -370,23 +370,28 @@ class ScanDot(RewritePass):
     ANCHOR = "tl.cumsum over a loaded tile widened to fp32"
     IN_PROGRAM = True
 
-    def backward_sites(self, source: str) -> list[Site]:
-        def run() -> list[Site]:
-            found = scan_dot_undo.calls(source, HELPER, HELPERS)
-            return [
-                self.site(
-                    "backward",
-                    i,
-                    c.line,
-                    c.kernel,
-                    f"{c.kernel}: {_code(c.node)}",
-                    kernel=c.kernel,
-                    line=c.line,
-                )
-                for i, c in enumerate(x for x in found if isinstance(x, scan_dot_undo.Call))
-            ]
+    def _at(self, direction: str, found: list[Any], kind: type[Any]) -> list[Site]:
+        """A site for each analysed place of `kind` (a scan, or a call of the helper): its
+        kernel and line, which apply and simplify look it up by."""
+        return [
+            self.site(
+                direction,
+                i,
+                f.line,
+                f.kernel,
+                f"{f.kernel}: {_code(f.node)}",
+                kernel=f.kernel,
+                line=f.line,
+            )
+            for i, f in enumerate(x for x in found if isinstance(x, kind))
+        ]
 
-        return self.safe_sites(run)
+    def backward_sites(self, source: str) -> list[Site]:
+        return self.safe_sites(
+            lambda: self._at(
+                "backward", scan_dot_undo.calls(source, HELPER, HELPERS), scan_dot_undo.Call
+            )
+        )
 
     def simplify(self, source: str, site: Site) -> RewriteResult:
         def run() -> RewriteResult:
@@ -409,22 +414,7 @@ class ScanDot(RewritePass):
         return self.safe(run)
 
     def forward_sites(self, source: str) -> list[Site]:
-        def run() -> list[Site]:
-            _, found = analyse(source)
-            return [
-                self.site(
-                    "forward",
-                    i,
-                    f.line,
-                    f.kernel,
-                    f"{f.kernel}: {_code(f.scan)}",
-                    kernel=f.kernel,
-                    line=f.line,
-                )
-                for i, f in enumerate(x for x in found if isinstance(x, Found))
-            ]
-
-        return self.safe_sites(run)
+        return self.safe_sites(lambda: self._at("forward", analyse(source)[1], Found))
 
     def why_not(self, source: str) -> list[str]:
         return self.reasons(lambda: analyse(source)[1], Found)

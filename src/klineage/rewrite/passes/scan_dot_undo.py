@@ -20,17 +20,24 @@ class Call:
     node: cst.Call
 
 
+def kernels(module: cst.Module, helpers: tuple[str, ...]) -> list[cst.FunctionDef]:
+    """The module's @triton.jit functions other than scan_dot's helpers."""
+    return [
+        s
+        for s in module.body
+        if isinstance(s, cst.FunctionDef)
+        and s.name.value not in helpers
+        and any(is_triton_jit(d) for d in s.decorators)
+    ]
+
+
 def calls(source: str, helper: str, helpers: tuple[str, ...]) -> list[Call | tuple[str, str]]:
     """Each call of `helper` with three positional arguments in a @triton.jit kernel that is not
     one of `helpers`; (kernel, why not) for a call of another form."""
     module = parse(source)
     _, lines = positions(module)
     out: list[Call | tuple[str, str]] = []
-    for stmt in module.body:
-        if not isinstance(stmt, cst.FunctionDef) or stmt.name.value in helpers:
-            continue
-        if not any(is_triton_jit(d) for d in stmt.decorators):
-            continue
+    for stmt in kernels(module, helpers):
         for node in _helper_calls(stmt, helper):
             if len(node.args) != 3 or any(a.keyword is not None for a in node.args):
                 out.append((stmt.name.value, f"{code_of(node)}: not (values, AXIS, REVERSE)"))
