@@ -15,9 +15,11 @@ ran 0.82x of it, while split_scan's 4096-element chunk by blocks of 64 ran 1.08x
 product pays most on a [64, 64] tile (a hand-written kernel at 64 rows a program, 8 warps:
 1.81x the 4-row tl.cumsum kernel, docs/benchmarks.md).
 
-Forward only. A site is a `tl.cumsum(A, axis=0 or 1[, reverse=...])` in a kernel, literal axis
+Forward, a site is a `tl.cumsum(A, axis=0 or 1[, reverse=...])` in a kernel, literal axis
 and direction, where A is `tl.load(...).to(tl.float32)` (inline, or a name assigned only that
-once in the kernel): the scanned values are exactly a tensor's elements widened. The rewrite
+once in the kernel) or `raw.to(tl.float32)` of a name loaded once: the scanned values are
+exactly a tensor's elements widened. Backward (scan_dot_undo.py), a kernel's helper call is the
+tl.cumsum it stands for (the cumsum expert scans its 16-bit tiles this way). The rewrite
 keeps the tensor's own dtype beside the widened values and calls a helper,
 `_scan_by_dot(raw, AXIS, REVERSE)`, that takes the product only where it is exact and legal
 (an fp16 or bf16 tile of 16 rows and 16 to 128 lanes, or of at least 1024 elements and 64
